@@ -1,0 +1,105 @@
+from django.conf import settings
+from django.db import models
+
+from runs.audit import AppendOnlyModel
+from runs.ids import new_ulid
+from runs.models import Run, Tenant
+
+
+class Cause(models.TextChoices):
+    HITL_APPROVAL = "hitl_approval"
+    TOOL_OAUTH = "tool_oauth"
+    A2A = "a2a"
+    OPERATOR = "operator"
+
+
+class Reason(models.TextChoices):
+    """Harbor's pause reasons, carried beside the cause on every pause."""
+
+    APPROVAL_REQUIRED = "approval_required"
+    EXTERNAL_EVENT = "external_event"
+    AWAIT_INPUT = "await_input"
+
+
+class PauseState(models.TextChoices):
+    PAUSED = "paused"
+    RESUMED = "resumed"
+
+
+class Decision(models.TextChoices):
+    APPROVE = "approve"
+    REJECT = "reject"
+    RESUME = "resume"
+    TIMEOUT = "timeout"
+    CANCEL = "cancel"
+
+
+# Decisions that end the run instead of driving it back to life.
+TERMINAL_DECISIONS = frozenset({Decision.REJECT, Decision.TIMEOUT, Decision.CANCEL})
+
+
+class Pause(AppendOnlyModel):
+    """The one pause primitive. Created open, decided exactly once, never altered after."""
+
+    id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="pauses")
+    cause = models.CharField(max_length=16, choices=Cause.choices)
+    reason = models.CharField(max_length=32, choices=Reason.choices)
+    state = models.CharField(max_length=16, choices=PauseState.choices, default=PauseState.PAUSED)
+    # HMAC-SHA256 of the resume token under a server key: the database never holds a
+    # usable token, and a copy of it cannot be turned back into one.
+    token_digest = models.CharField(max_length=64, unique=True, editable=False)
+    token_sealed = models.TextField(editable=False)
+    # The (tenant, user, session) that owned the run when it parked.
+    identity_user = models.CharField(max_length=150)
+    identity_session = models.CharField(max_length=128)
+    tool = models.CharField(max_length=64, blank=True)
+    step = models.IntegerField(default=0)
+    payload = models.JSONField(default=dict, blank=True)
+    # The serializable half of the tool context, and the keys of its live handles.
+    tool_context = models.JSONField(default=dict, blank=True)
+    handle_keys = models.JSONField(default=dict, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    decision = models.CharField(max_length=16, choices=Decision.choices, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_session = models.CharField(max_length=128, blank=True)
+    on_behalf_of = models.CharField(max_length=300, blank=True)
+    decision_reason = models.TextField(blank=True)
+    decision_input = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["tenant", "state"]),
+            models.Index(fields=["state", "expires_at"]),
+        ]
+        permissions = [("decide_pause", "Decide the pause as a delegated approver")]
+
+    def __str__(self) -> str:
+        return f"{self.cause} pause {self.id}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == PauseState.PAUSED
+
+
+class DecisionRefusal(AppendOnlyModel):
+    """Audit of a refused decision (wrong, foreign or unknown token; no permission)."""
+
+    actor_tenant = models.CharField(max_length=50)
+    actor_user = models.CharField(max_length=150)
+    actor_session = models.CharField(max_length=128)
+    address = models.GenericIPAddressField(null=True, blank=True)
+    pause = models.ForeignKey(Pause, null=True, blank=True, on_delete=models.PROTECT, related_name="refusals")
+    method = models.CharField(max_length=16)
+    code = models.CharField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["actor_tenant", "actor_user", "created_at"])]

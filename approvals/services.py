@@ -1,0 +1,273 @@
+"""Every pause transition: park (mint a pause and its token), decide, expire.
+
+Lock order is always run, then pause. Callers that decide hold the run's row lock."""
+
+import logging
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from runs import events, refusals
+from runs.errors import AlreadyResumed, InvalidRequest, NotFound, ScopeMismatch
+from runs.identity import Caller
+from runs.models import Run, RunStatus
+from runs.permissions import grant_pause_permissions
+from runs.tokens import token_digest, token_mint, token_seal
+from runs.transitions import move, run_cancelled, run_reject
+
+from .models import Cause, Decision, DecisionRefusal, Pause, PauseState
+
+log = logging.getLogger("harbor.approvals")
+
+DECISION_FOR_METHOD = {"approve": Decision.APPROVE, "reject": Decision.REJECT, "resume": Decision.RESUME}
+GATE_DECISIONS = frozenset({Decision.APPROVE, Decision.REJECT})
+NO_OPEN_PAUSE = "no open pause matches for this caller"
+
+
+def pause_park(
+    *,
+    run: Run,
+    cause: str,
+    reason: str,
+    payload: dict,
+    step: int,
+    tool: str = "",
+    tool_context: dict | None = None,
+    handle_keys: dict | None = None,
+    deadline: timedelta | None = None,
+    companion: tuple[str, dict] | None = None,
+    summary: str = "",
+) -> tuple[Pause, str]:
+    """Park a running run on a new pause. Called by the runtime alone, holding the run lock."""
+    token = token_mint()
+    now = timezone.now()
+    pause = Pause.objects.create(
+        tenant_id=run.tenant_id,
+        run=run,
+        cause=cause,
+        reason=reason,
+        token_digest=token_digest(token),
+        token_sealed=token_seal(token),
+        identity_user=run.owner.username,
+        identity_session=run.session,
+        tool=tool,
+        step=step,
+        payload=payload,
+        tool_context=tool_context or {},
+        handle_keys=handle_keys or {},
+        expires_at=now + deadline if deadline else None,
+    )
+    move(run, RunStatus.PAUSED, lease_owner="", lease_expires_at=None)
+    grant_pause_permissions(pause)
+    expires = pause.expires_at.isoformat().replace("+00:00", "Z") if pause.expires_at else None
+    events.emit(
+        run=run,
+        type=events.PAUSE_REQUESTED,
+        pause=pause,
+        payload={"Token": token, "Reason": reason, "Cause": cause, "ExpiresAt": expires},
+    )
+    if companion:
+        companion_type, companion_payload = companion
+        events.emit(run=run, type=companion_type, pause=pause, payload={**companion_payload, "PauseToken": token})
+    events.emit(
+        run=run,
+        type=events.NOTIFICATION_PAUSE_REQUESTED,
+        pause=pause,
+        payload={
+            "Summary": summary or f"{cause} pause on {run.agent_id} run",
+            "Severity": "action_required" if cause == Cause.HITL_APPROVAL else "info",
+            "Deeplink": f"/inbox/#pause-{pause.pk}",
+            "PauseToken": token,
+        },
+    )
+    return pause, token
+
+
+def pause_decide(
+    *,
+    caller: Caller,
+    run: Run,
+    method: str,
+    token: str | None = None,
+    reason: str = "",
+    args: dict | None = None,
+    input=None,
+) -> Pause:
+    """Decide a pause synchronously (approve, reject or resume). The caller holds `run`'s
+    row lock; the pause is locked here and its state re-checked, so of any number of
+    concurrent decisions exactly one lands."""
+    decision = DECISION_FOR_METHOD[method]
+    pause = _target_pause(caller=caller, run=run, method=method, token=token)
+
+    may_decide = (
+        caller.user.username == pause.identity_user and caller.session == pause.identity_session
+    ) or caller.user.has_perm("approvals.decide_pause", pause)
+    if not may_decide:
+        _refuse(caller, method, pause, "scope_mismatch")
+        if _may_view(caller, pause):
+            raise ScopeMismatch("the caller may see this pause but not decide it")
+        raise NotFound(NO_OPEN_PAUSE)
+    if not pause.is_open:
+        raise AlreadyResumed(f"the pause is already {pause.state} (decision: {pause.decision})")
+    if (decision in GATE_DECISIONS) != (pause.cause == Cause.HITL_APPROVAL):
+        raise InvalidRequest(
+            "approve and reject decide approval gates; resume releases the other pauses"
+            f" (this pause's cause is {pause.cause})"
+        )
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidRequest("reason must be a string")
+    final_args = _approved_args(pause, args) if decision == Decision.APPROVE else None
+    if decision != Decision.APPROVE and args is not None:
+        raise InvalidRequest("args may only accompany approve")
+
+    _settle(pause, decision, actor=caller, reason=reason or "", decision_input=input)
+    events.emit(
+        run=run,
+        type=events.PAUSE_RESUMED,
+        pause=pause,
+        payload={"Token": events.SEALED, "Reason": pause.reason, "Cause": pause.cause, "Decision": decision},
+    )
+    if decision in GATE_DECISIONS:
+        events.emit(
+            run=run,
+            type=events.TOOL_APPROVED if decision == Decision.APPROVE else events.TOOL_REJECTED,
+            pause=pause,
+            payload={
+                "Tool": pause.tool,
+                "PauseToken": events.SEALED,
+                "ApproverReason": reason or "",
+                "Actor": caller.user.username,
+            },
+        )
+    if decision == Decision.REJECT:
+        # Terminal: the gated call never runs and no reconsideration exists.
+        run_reject(run, f"approval of {pause.tool} rejected by {caller.user.username}" + (f": {reason}" if reason else ""))
+        return pause
+
+    checkpoint = dict(run.checkpoint)
+    checkpoint["resolution"] = {
+        "pause": pause.pk,
+        "decision": decision,
+        "args": final_args,
+        "input": input,
+        "reason": reason or "",
+    }
+    move(run, RunStatus.RUNNING, checkpoint=checkpoint)
+    _wake_dispatch()
+    return pause
+
+
+def pause_close(*, run: Run, pause: Pause, decision: str, reason: str = "") -> None:
+    """Resolve an open pause without a human decision (timeout, cancel). Run lock held."""
+    _settle(pause, decision, actor=None, reason=reason, decision_input=None)
+    events.emit(
+        run=run,
+        type=events.PAUSE_RESUMED,
+        pause=pause,
+        payload={"Token": events.SEALED, "Reason": pause.reason, "Cause": pause.cause, "Decision": decision},
+    )
+
+
+def pause_sweep_overdue(*, now=None) -> int:
+    """Resolve every overdue open pause with `timeout`: terminal, like a rejection."""
+    now = now or timezone.now()
+    overdue = Pause.objects.filter(state=PauseState.PAUSED, expires_at__lte=now).values_list("pk", "run_id")
+    resolved = 0
+    for pause_id, run_id in list(overdue):
+        with transaction.atomic():
+            run = Run.objects.select_for_update().get(pk=run_id)
+            pause = Pause.objects.select_for_update().get(pk=pause_id)
+            if not pause.is_open:  # decided while we were looking
+                continue
+            pause_close(run=run, pause=pause, decision=Decision.TIMEOUT, reason="deadline passed")
+            run_reject(run, f"{pause.cause} pause expired at {pause.expires_at.isoformat()}")
+            resolved += 1
+    return resolved
+
+
+def pause_cancel_open(*, run: Run, reason: str, cascaded: bool) -> None:
+    """Cancel a parked run: its open pause resolves `cancel` and the run ends. Run lock held."""
+    pause = run.pauses.select_for_update().filter(state=PauseState.PAUSED).first()
+    if pause is not None:
+        pause_close(run=run, pause=pause, decision=Decision.CANCEL, reason=reason)
+    run_cancelled(run, reason, cascaded)
+
+
+def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None) -> Pause:
+    if token is not None:
+        if not isinstance(token, str) or not token:
+            raise InvalidRequest("token must be a non-empty string")
+        pause = Pause.objects.select_for_update().filter(token_digest=token_digest(token)).first()
+        if pause is None or pause.tenant_id != caller.tenant.pk or pause.run_id != run.pk:
+            # Wrong, foreign and unknown tokens are refused alike, and audited.
+            _refuse(caller, method, pause if pause and pause.tenant_id == caller.tenant.pk else None, "not_found")
+            raise NotFound(NO_OPEN_PAUSE)
+        return pause
+    pause = run.pauses.select_for_update().filter(state=PauseState.PAUSED).order_by("-created_at").first()
+    if pause is None:
+        pause = run.pauses.order_by("-created_at").first()
+    if pause is None:
+        raise NotFound("the run has no pause")
+    return pause
+
+
+def _approved_args(pause: Pause, args) -> dict:
+    original = pause.payload.get("Args", {})
+    if args is None:
+        return original
+    if not pause.payload.get("Editable"):
+        raise InvalidRequest(f"the gate on {pause.tool} does not allow edited arguments")
+    if not isinstance(args, dict):
+        raise InvalidRequest("args must be an object")
+    unknown = sorted(set(args) - set(original))
+    if unknown:
+        raise InvalidRequest(f"{pause.tool} takes no argument(s) {', '.join(unknown)}")
+    return {**original, **args}
+
+
+def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, decision_input) -> None:
+    now = timezone.now()
+    fields = {
+        "state": PauseState.RESUMED,
+        "decision": decision,
+        "decision_reason": reason,
+        "decision_input": decision_input,
+        "decided_at": now,
+        "on_behalf_of": f"{pause.tenant.slug}/{pause.identity_user}/{pause.identity_session}",
+    }
+    if actor is not None:
+        fields.update(decided_by=actor.user, decided_session=actor.session)
+    # The row count decides, whatever the database's locking does.
+    if Pause.objects.filter(pk=pause.pk, state=PauseState.PAUSED)._settle(**fields) != 1:
+        raise AlreadyResumed("the pause was decided concurrently")
+    for name, value in fields.items():
+        setattr(pause, name, value)
+
+
+def _may_view(caller: Caller, pause: Pause) -> bool:
+    return caller.is_admin or caller.user.username == pause.identity_user or caller.user.has_perm(
+        "approvals.view_pause", pause
+    )
+
+
+def _refuse(caller: Caller, method: str, pause: Pause | None, code: str) -> None:
+    """Audit a refused decision. The surrounding transaction is about to roll back, so the
+    record is queued and written once it has (see runs.refusals)."""
+    record = dict(
+        actor_tenant=caller.tenant.slug,
+        actor_user=caller.user.username,
+        actor_session=caller.session,
+        address=caller.address,
+        pause_id=pause.pk if pause else None,
+        method=method,
+        code=code,
+    )
+    log.warning("refused %s by %s on pause %s: %s", method, caller.describe(), record["pause_id"], code)
+    refusals.queue(record)
+
+
+def _wake_dispatch() -> None:
+    from runs.runtime import dispatch
+
+    transaction.on_commit(dispatch.wake)

@@ -1,0 +1,15 @@
+from django.contrib import admin
+from django.http import JsonResponse
+from django.urls import path
+from django.views.decorators.http import require_GET
+
+
+@require_GET
+def health(request):
+    return JsonResponse({"status": "ok"})
+
+
+urlpatterns = [
+    path("healthz", health, name="health"),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class RunsConfig(AppConfig):
+    name = "runs"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from .runtime import agents  # noqa: F401  (registers the built-in agents and tools)

@@ -1,0 +1,145 @@
+"""The durable event log: event types, the writer, and the envelope of PROTOCOL §5.
+
+Events are written in the same transaction as the change they describe, and pushed to the
+channel layer only after it commits."""
+
+import asyncio
+import logging
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.utils import timezone
+
+from .models import Event, Run, Tenant
+
+log = logging.getLogger("harbor.events")
+
+TASK_SPAWNED = "task.spawned"
+TASK_STARTED = "task.started"
+TASK_COMPLETED = "task.completed"
+TASK_FAILED = "task.failed"
+TASK_CANCELLED = "task.cancelled"
+TASK_PRIORITISED = "task.prioritised"
+TASK_REDIRECTED = "task.redirected"
+PLANNER_DECISION = "planner.decision"
+TOOL_INVOKED = "tool.invoked"
+TOOL_COMPLETED = "tool.completed"
+TOOL_FAILED = "tool.failed"
+PAUSE_REQUESTED = "pause.requested"
+PAUSE_RESUMED = "pause.resumed"
+TOOL_APPROVAL_REQUESTED = "tool.approval_requested"
+TOOL_AUTH_REQUIRED = "tool.auth_required"
+TOOL_AUTH_COMPLETED = "tool.auth_completed"
+A2A_INPUT_REQUIRED = "a2a.input_required"
+A2A_AUTH_REQUIRED = "a2a.auth_required"
+NOTIFICATION_PAUSE_REQUESTED = "notification.pause_requested"
+TOOL_APPROVED = "tool.approved"
+TOOL_REJECTED = "tool.rejected"
+CONTROL_RECEIVED = "control.received"
+CONTROL_APPLIED = "control.applied"
+CONTROL_REJECTED = "control.rejected"
+CONTEXT_INJECTED = "context.injected"
+MESSAGE_RECEIVED = "message.received"
+
+# Payload keys that carry a resume token. The log stores the pause reference instead and
+# the envelope fills the token in from the sealed copy.
+TOKEN_KEYS = ("Token", "PauseToken")
+SEALED = "<sealed>"  # placeholder a caller puts under a token key when the pause is passed
+
+
+def run_group(run_id: str) -> str:
+    return f"run.{run_id}"
+
+
+def tenant_group(tenant_id: int) -> str:
+    return f"tenant.{tenant_id}"
+
+
+def emit(*, run: Run, type: str, payload: dict, pause=None) -> Event:
+    """Append an event. Must run inside the transaction of the change it describes."""
+    conn = transaction.get_connection()
+    assert conn.in_atomic_block, "events are written in the transaction of their change"
+    # Lock the tenant's cursor row until commit: sequences are strictly increasing in
+    # commit order, so a reader tailing by sequence never skips a late-committing event.
+    tenant = Tenant.objects.select_for_update().only("event_sequence").get(pk=run.tenant_id)
+    tenant.event_sequence += 1
+    Tenant.objects.filter(pk=tenant.pk).update(event_sequence=tenant.event_sequence)
+    stored = {k: v for k, v in payload.items() if k not in TOKEN_KEYS}
+    if pause is not None:
+        stored["_pause"] = pause.pk
+        stored["_token_keys"] = [k for k in TOKEN_KEYS if k in payload]
+    event = Event.objects.create(
+        tenant_id=run.tenant_id,
+        sequence=tenant.event_sequence,
+        type=type,
+        run=run,
+        user=run.owner.username,
+        session=run.session,
+        payload=stored,
+        occurred_at=timezone.now(),
+    )
+    transaction.on_commit(lambda: _push(event.pk, run.tenant_id, run.pk, event.sequence))
+    return event
+
+
+def envelope(event: Event, *, tenant_slug: str | None = None, with_tokens: bool = True) -> dict:
+    payload = dict(event.payload)
+    pause_id = payload.pop("_pause", None)
+    token_keys = payload.pop("_token_keys", [])
+    if token_keys and pause_id:
+        token = _pause_token(pause_id) if with_tokens else None
+        for key in token_keys:
+            payload[key] = token
+    return {
+        "type": event.type,
+        "sequence": event.sequence,
+        "occurred_at": event.occurred_at.isoformat().replace("+00:00", "Z"),
+        "tenant": tenant_slug or event.tenant.slug,
+        "user": event.user,
+        "session": event.session,
+        "run": event.run_id,
+        "payload": payload,
+    }
+
+
+def _pause_token(pause_id: str) -> str | None:
+    from approvals.models import Pause
+
+    from .tokens import token_unseal
+
+    sealed = Pause.objects.filter(pk=pause_id).values_list("token_sealed", flat=True).first()
+    return token_unseal(sealed) if sealed else None
+
+
+# The ASGI server's event loop, once known. The in-memory channel layer lives on that
+# loop, so pushes from runtime threads are handed to it rather than run on a loop of
+# their own.
+_server_loop: asyncio.AbstractEventLoop | None = None
+
+
+def bind_server_loop(loop: asyncio.AbstractEventLoop) -> None:
+    global _server_loop
+    _server_loop = loop
+
+
+def _push(event_pk: int, tenant_id: int, run_id: str, sequence: int) -> None:
+    """Tell live subscribers (SSE, websockets) that the log grew. Subscribers read the
+    event back from the log, filtered to what their caller may see."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message = {"type": "harbor.event", "event": event_pk, "run": run_id, "sequence": sequence}
+
+    async def send() -> None:
+        for group in (run_group(run_id), tenant_group(tenant_id)):
+            await layer.group_send(group, message)
+
+    try:
+        loop = _server_loop
+        if loop is not None and loop.is_running():
+            asyncio.run_coroutine_threadsafe(send(), loop)
+        else:
+            async_to_sync(send)()
+    except Exception:  # a live push never undoes a committed change; readers replay the log
+        log.exception("live push of event %s failed", event_pk)

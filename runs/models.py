@@ -1,0 +1,193 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from .audit import AppendOnlyModel
+from .ids import new_ulid
+
+
+class Tenant(models.Model):
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200)
+    # The tenant's event cursor: incremented under the row lock, so sequences are strictly
+    # increasing in commit order (an autoincrement id is not, under concurrent commits).
+    event_sequence = models.BigIntegerField(default=0, editable=False)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Role(models.TextChoices):
+    MEMBER = "member"
+    APPROVER = "approver"
+    OPERATOR = "operator"
+    ADMIN = "admin"
+
+
+class Membership(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="one_membership_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant} ({self.role})"
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_RUN_STATUSES = frozenset({RunStatus.COMPLETE, RunStatus.FAILED, RunStatus.CANCELLED})
+LIVE_RUN_STATUSES = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED})
+
+# The one table of allowed run transitions; services refuse anything else.
+RUN_TRANSITIONS: dict[str, frozenset[str]] = {
+    RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELLED}),
+    RunStatus.RUNNING: frozenset({RunStatus.PAUSED, RunStatus.COMPLETE, RunStatus.FAILED, RunStatus.CANCELLED}),
+    RunStatus.PAUSED: frozenset({RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELLED}),
+    RunStatus.COMPLETE: frozenset(),
+    RunStatus.FAILED: frozenset(),
+    RunStatus.CANCELLED: frozenset(),
+}
+
+
+class CancelPolicy(models.TextChoices):
+    CASCADE = "cascade"
+    ISOLATE = "isolate"
+
+
+class FailureCode(models.TextChoices):
+    CONSTRAINTS_CONFLICT = "constraints_conflict"
+    TOOL_CONTEXT_LOST = "tool_context_lost"
+    RUNTIME_ERROR = "runtime_error"
+
+
+class Run(models.Model):
+    id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="runs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
+    session = models.CharField(max_length=128)
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING)
+    agent_id = models.CharField(max_length=64)
+    goal = models.TextField()
+    priority = models.IntegerField(default=0)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    cancel_policy = models.CharField(max_length=8, choices=CancelPolicy.choices, default=CancelPolicy.CASCADE)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    # What the planner sees beside the goal: steering appends here at step boundaries.
+    context = models.JSONField(default=list, blank=True)
+    messages = models.JSONField(default=list, blank=True)
+    # The run loop's durable state: step counter, history and the tool context of a park.
+    checkpoint = models.JSONField(default=dict, blank=True)
+    answer = models.TextField(blank=True)
+    failure_code = models.CharField(max_length=32, choices=FailureCode.choices, blank=True)
+    failure_message = models.TextField(blank=True)
+    # Set while steering waits for the next step boundary (cheap check for the run loop).
+    steering_pending = models.BooleanField(default=False)
+    hard_cancel = models.BooleanField(default=False)
+    # Only the lease holder advances the run; an expired lease means its worker died.
+    lease_owner = models.CharField(max_length=64, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["tenant", "status"]),
+            models.Index(fields=["status", "-priority", "created_at"], name="run_dispatch_order"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "owner", "session", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="run_idempotency_per_identity",
+            ),
+        ]
+        permissions = [("steer_run", "Steer the run as if its owner")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} {self.id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_RUN_STATUSES
+
+
+class Instruction(models.TextChoices):
+    """The nine steering instructions: a closed set (a new verb is a protocol change)."""
+
+    CANCEL = "cancel"
+    PAUSE = "pause"
+    RESUME = "resume"
+    APPROVE = "approve"
+    REJECT = "reject"
+    REDIRECT = "redirect"
+    INJECT_CONTEXT = "inject_context"
+    USER_MESSAGE = "user_message"
+    PRIORITIZE = "prioritize"
+
+
+class SteeringState(models.TextChoices):
+    PENDING = "pending"
+    APPLIED = "applied"
+    REJECTED = "rejected"
+
+
+class SteeringInstruction(AppendOnlyModel):
+    """Audit of every steering instruction; the run loop applies pending ones in order."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="steering")
+    instruction = models.CharField(max_length=16, choices=Instruction.choices)
+    payload = models.JSONField(default=dict, blank=True)
+    event_id = models.CharField(max_length=200, null=True, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    actor_session = models.CharField(max_length=128)
+    state = models.CharField(max_length=16, choices=SteeringState.choices, default=SteeringState.PENDING)
+    outcome = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "event_id"], condition=Q(event_id__isnull=False), name="steering_event_id_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.instruction} on {self.run_id} by {self.actor}"
+
+
+class Event(AppendOnlyModel):
+    """The durable event log (PROTOCOL §5 envelope)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    sequence = models.BigIntegerField()
+    type = models.CharField(max_length=64)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events")
+    user = models.CharField(max_length=150)
+    session = models.CharField(max_length=128)
+    payload = models.JSONField(default=dict)
+    occurred_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["tenant_id", "sequence"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "sequence"], name="event_sequence_per_tenant")]
+        indexes = [models.Index(fields=["run", "sequence"])]
+
+    def __str__(self) -> str:
+        return f"#{self.sequence} {self.type}"

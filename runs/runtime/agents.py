@@ -1,0 +1,139 @@
+"""Built-in demo agents with deterministic, scripted planners: used by the demo, the docs
+and the tests."""
+
+import re
+import socket
+
+from django.conf import settings
+
+from approvals.models import Cause, Reason
+
+from .planner import CallTool, Finish, PlannerView, RequestPause
+from .registry import Agent, register_agent
+from .tools import Tool, ToolContext
+
+# --- deploy: a gated, side-effecting call whose arguments the approver may edit ------------
+
+
+def _check_build(args: dict, ctx: ToolContext) -> dict:
+    return {"build": args["build"], "status": "green"}
+
+
+def _deploy_to_production(args: dict, ctx: ToolContext) -> dict:
+    return {"deployed": args["build"], "environment": args["environment"]}
+
+
+class DeployPlanner:
+    def decide(self, view: PlannerView) -> CallTool | Finish:
+        done = {entry.get("tool"): entry for entry in view.history}
+        if "check_build" not in done:
+            build = re.search(r"\bbuild\s+([\w.\-]+)", view.goal)
+            return CallTool("check_build", {"build": build.group(1) if build else "latest"})
+        if "deploy_to_production" not in done:
+            env = re.search(r"\bto\s+(\w+)", view.goal)
+            return CallTool(
+                "deploy_to_production",
+                {"build": done["check_build"]["result"]["build"], "environment": env.group(1) if env else "production"},
+            )
+        result = done["deploy_to_production"]["result"]
+        return Finish(f"Deployed build {result['deployed']} to {result['environment']}.")
+
+
+register_agent(
+    Agent(
+        id="deploy",
+        description="Checks a build, then deploys it behind a human approval gate.",
+        planner=DeployPlanner,
+        tools={
+            "check_build": Tool("check_build", _check_build),
+            "deploy_to_production": Tool(
+                "deploy_to_production",
+                _deploy_to_production,
+                approval="always",
+                editable_args=True,
+                gate_reason="deploying changes production",
+            ),
+        },
+    )
+)
+
+# --- countdown: a long run to pause, steer and cancel live --------------------------------
+
+
+def _tick(args: dict, ctx: ToolContext) -> dict:
+    ctx.sleep(settings.HARBOR_TICK_SECONDS)
+    return {"n": args["n"]}
+
+
+class CountdownPlanner:
+    def decide(self, view: PlannerView) -> CallTool | Finish:
+        number = re.search(r"\d+", view.query)
+        target = min(int(number.group()) if number else 20, 500)
+        ticks = sum(1 for entry in view.history if entry.get("tool") == "tick")
+        if ticks < target:
+            return CallTool("tick", {"n": ticks + 1})
+        parts = [f"Counted to {target}.", f"Goal: {view.goal}"]
+        if view.context:
+            parts.append(f"Context: {view.context}")
+        if view.messages:
+            parts.append(f"Messages: {view.messages}")
+        return Finish(" ".join(parts))
+
+
+register_agent(
+    Agent(
+        id="countdown",
+        description="Counts from 1 to N (default 20), one tick a step.",
+        planner=CountdownPlanner,
+        tools={"tick": Tool("tick", _tick)},
+    )
+)
+
+# --- tool_context: parks while holding a live handle ---------------------------------------
+
+
+def _open_stream(args: dict, ctx: ToolContext) -> dict:
+    near, far = socket.socketpair()
+    if args.get("unregistered"):
+        ctx.state["stream"] = near  # a live object in the serializable half: fails the pause
+    else:
+        ctx.attach("stream", near)
+        ctx.attach("stream_peer", far)
+    ctx.state["cursor"] = 0
+    return {"opened": True}
+
+
+def _read_stream(args: dict, ctx: ToolContext) -> dict:
+    near, far = ctx.handle("stream"), ctx.handle("stream_peer")
+    far.sendall(b"resumed")
+    data = near.recv(64).decode()
+    ctx.state["cursor"] += len(data)
+    return {"read": data, "cursor": ctx.state["cursor"]}
+
+
+class ToolContextPlanner:
+    def decide(self, view: PlannerView):
+        tools = [entry.get("tool") for entry in view.history]
+        if "open_stream" not in tools:
+            return CallTool("open_stream", {"unregistered": "unregistered" in view.query})
+        if not any(entry.get("pause") for entry in view.history):
+            return RequestPause(
+                cause=Cause.OPERATOR,
+                reason=Reason.AWAIT_INPUT,
+                payload={"Summary": "holding a live stream; resume to read from it"},
+                summary="tool_context run parked with a live handle",
+            )
+        if "read_stream" not in tools:
+            return CallTool("read_stream", {})
+        read = next(e for e in view.history if e.get("tool") == "read_stream")["result"]
+        return Finish(f"Read {read['read']!r} from the live stream after resuming.")
+
+
+register_agent(
+    Agent(
+        id="tool_context",
+        description="Parks while holding a live handle: resumable only in the same process.",
+        planner=ToolContextPlanner,
+        tools={"open_stream": Tool("open_stream", _open_stream), "read_stream": Tool("read_stream", _read_stream)},
+    )
+)

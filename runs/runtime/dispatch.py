@@ -1,0 +1,124 @@
+"""Who advances runs, in each topology.
+
+The database is the queue: a ready run is one that is pending or running with no live
+lease, dispatched highest priority first (then oldest). A wake-up only says "look"; it
+carries no run id, so a duplicate or lost wake-up is harmless and `prioritize` reorders
+queued work in both topologies.
+
+- thread (embedded default): worker threads inside the web process, plus a sweeper.
+- celery (production): a `dispatch` task per wake-up, and a beat-scheduled sweep.
+- manual (tests): nothing runs until the test calls `drain()`.
+"""
+
+import logging
+import threading
+
+from django.conf import settings
+from django.db import close_old_connections
+
+from . import loop
+
+log = logging.getLogger("harbor.runtime")
+
+
+def drain(*, limit: int | None = None) -> int:
+    """Advance ready runs, highest priority first, until none is left (or `limit`)."""
+    advanced = 0
+    while limit is None or advanced < limit:
+        worker = loop.new_worker_id()
+        run_id = next((pk for pk in _ready_ids() if loop.claim(pk, worker)), None)
+        if run_id is None:
+            return advanced
+        loop.advance_claimed(run_id, worker)
+        advanced += 1
+    return advanced
+
+
+def _ready_ids() -> list[str]:
+    return list(loop.claimable().order_by("-priority", "created_at").values_list("pk", flat=True)[:20])
+
+
+def sweep() -> None:
+    """Periodic: expire overdue pauses. Runs whose worker died become claimable when their
+    lease expires; the wake-up after the sweep picks them up."""
+    from approvals.services import pause_sweep_overdue
+
+    pause_sweep_overdue()
+    if loop.claimable().exists():
+        wake()
+
+
+def wake() -> None:
+    executor = settings.HARBOR_EXECUTOR
+    if executor == "thread":
+        _pool().wake()
+    elif executor == "celery":
+        from runs.tasks import dispatch
+
+        dispatch.delay()
+
+
+class _LocalPool:
+    """Worker threads of the embedded default: each waits for a wake-up (or the sweep
+    interval) and drains the queue."""
+
+    def __init__(self, size: int, interval: float) -> None:
+        self._size, self._interval = size, interval
+        self._condition = threading.Condition()
+        self._signals = 0
+        self._started = False
+
+    def start(self) -> None:
+        with self._condition:
+            if self._started:
+                return
+            self._started = True
+        for index in range(self._size):
+            threading.Thread(target=self._work, name=f"harbor-worker-{index}", daemon=True).start()
+        threading.Thread(target=self._sweep, name="harbor-sweeper", daemon=True).start()
+
+    def wake(self) -> None:
+        with self._condition:
+            self._signals += 1
+            self._condition.notify_all()
+
+    def _work(self) -> None:
+        while True:
+            with self._condition:
+                if not self._signals:
+                    self._condition.wait(timeout=self._interval)
+                self._signals = max(0, self._signals - 1)
+            self._safely(drain)
+
+    def _sweep(self) -> None:
+        stop = threading.Event()
+        while not stop.wait(self._interval):
+            self._safely(sweep)
+
+    @staticmethod
+    def _safely(job) -> None:
+        try:
+            job()
+        except Exception:
+            log.exception("embedded runtime job failed")
+        finally:
+            close_old_connections()
+
+
+_local: _LocalPool | None = None
+_local_lock = threading.Lock()
+
+
+def _pool() -> _LocalPool:
+    global _local
+    with _local_lock:
+        if _local is None:
+            _local = _LocalPool(settings.HARBOR_LOCAL_WORKERS, settings.HARBOR_SWEEP_SECONDS)
+        return _local
+
+
+def start_local_runtime() -> None:
+    """Start the embedded default's worker threads (called by the ASGI app)."""
+    if settings.HARBOR_EXECUTOR == "thread":
+        _pool().start()
+        wake()

@@ -1,0 +1,36 @@
+"""The process-local registry of live handles (sockets, files, clients, callbacks).
+
+A handle survives a pause only inside the process that registered it; a resume anywhere
+else finds its key missing and fails loudly (ErrToolContextLost)."""
+
+import threading
+import uuid
+
+_lock = threading.Lock()
+_handles: dict[str, object] = {}
+
+
+def register(run_id: str, name: str, handle: object) -> str:
+    key = f"{run_id}:{name}:{uuid.uuid4().hex}"
+    with _lock:
+        _handles[key] = handle
+    return key
+
+
+def lookup(key: str) -> object | None:
+    with _lock:
+        return _handles.get(key)
+
+
+def release_run(run_id: str) -> None:
+    """Drop (and close, where they can be) every handle a finished run held."""
+    with _lock:
+        keys = [k for k in _handles if k.startswith(f"{run_id}:")]
+        released = [_handles.pop(k) for k in keys]
+    for handle in released:
+        close = getattr(handle, "close", None)
+        if callable(close):
+            try:
+                close()
+            except OSError:
+                pass

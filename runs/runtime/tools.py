@@ -1,0 +1,97 @@
+"""Tools, their approval policies, and the tool context split of PROTOCOL §8."""
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from runs.errors import ErrToolContextLost, ErrUnserializable
+
+from . import handles
+
+ApprovalPolicy = str | Callable[[dict], bool]  # "never", "always", or a predicate over the args
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    run: Callable[[dict, "ToolContext"], Any]
+    approval: ApprovalPolicy = "never"
+    editable_args: bool = False
+    deadline: timedelta | None = None
+    gate_reason: str = ""
+
+    def needs_approval(self, args: dict) -> bool:
+        if self.approval == "never":
+            return False
+        if self.approval == "always":
+            return True
+        return bool(self.approval(args))
+
+
+class ToolPause(Exception):
+    """Raised by a tool to signal that it cannot go on without an intervention (an OAuth
+    sign-in, a remote agent's question). The runtime parks the run; on resume the same
+    call runs again with `ctx.resumed` set."""
+
+    def __init__(self, *, cause: str, reason: str, payload: dict, companion: str, summary: str = "",
+                 deadline: timedelta | None = None) -> None:
+        super().__init__(summary or cause)
+        self.cause, self.reason, self.payload = cause, reason, payload
+        self.companion, self.summary, self.deadline = companion, summary, deadline
+
+
+class Interrupted(Exception):
+    """The step in flight was interrupted by a hard cancel."""
+
+
+@dataclass
+class ToolContext:
+    """Per-run tool state. `state` must stay serializable (it is checkpointed); live
+    objects go through `attach`, which registers them under a handle key."""
+
+    run_id: str
+    state: dict = field(default_factory=dict)
+    handle_keys: dict[str, str] = field(default_factory=dict)
+    resumed: dict | None = None
+    interrupted: Callable[[], bool] = lambda: False
+
+    def attach(self, name: str, handle: object) -> None:
+        self.handle_keys[name] = handles.register(self.run_id, name, handle)
+
+    def handle(self, name: str) -> object:
+        key = self.handle_keys.get(name)
+        handle = handles.lookup(key) if key else None
+        if handle is None:
+            raise ErrToolContextLost(name)
+        return handle
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep in slices, so a hard cancel interrupts the step in flight."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self.interrupted():
+                raise Interrupted()
+            time.sleep(min(left, 0.1))
+        if self.interrupted():
+            raise Interrupted()
+
+    def serialized(self) -> dict:
+        """The checkpointable half: fails loudly, naming the field, on a live object."""
+        for name, value in self.state.items():
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                raise ErrUnserializable(name) from None
+        return {"state": dict(self.state), "handles": dict(self.handle_keys)}
+
+    @classmethod
+    def restore(cls, run_id: str, saved: dict | None) -> "ToolContext":
+        """Rebuild from a checkpoint, re-attaching every live handle by key."""
+        saved = saved or {}
+        ctx = cls(run_id=run_id, state=dict(saved.get("state", {})), handle_keys=dict(saved.get("handles", {})))
+        for name in ctx.handle_keys:
+            ctx.handle(name)  # raises ErrToolContextLost naming the first missing handle
+        return ctx

@@ -1,0 +1,46 @@
+"""Steering scopes of PROTOCOL §3: session_user < owner_user < admin."""
+
+from enum import IntEnum
+
+from .identity import Caller
+from .models import Instruction, Run
+
+
+class Scope(IntEnum):
+    NONE = 0
+    SESSION_USER = 1
+    OWNER_USER = 2
+    ADMIN = 3
+
+
+MINIMUM_SCOPE = {
+    Instruction.CANCEL: Scope.OWNER_USER,
+    Instruction.PAUSE: Scope.OWNER_USER,
+    Instruction.RESUME: Scope.OWNER_USER,
+    Instruction.APPROVE: Scope.OWNER_USER,
+    Instruction.REJECT: Scope.OWNER_USER,
+    Instruction.REDIRECT: Scope.OWNER_USER,
+    Instruction.INJECT_CONTEXT: Scope.SESSION_USER,
+    Instruction.USER_MESSAGE: Scope.SESSION_USER,
+    Instruction.PRIORITIZE: Scope.ADMIN,
+}
+
+SCOPE_NAMES = {"session_user": Scope.SESSION_USER, "owner_user": Scope.OWNER_USER, "admin": Scope.ADMIN}
+
+
+def caller_scope(caller: Caller, run: Run) -> Scope:
+    """The widest scope the caller holds over a run of its own tenant."""
+    if caller.is_admin:
+        return Scope.ADMIN
+    if run.owner_id == caller.user.pk:
+        # The owner holds owner_user from any session (and so session_user too).
+        return Scope.OWNER_USER
+    if caller.user.has_perm("runs.steer_run", run):  # an operator steers as if owner
+        return Scope.OWNER_USER
+    return Scope.NONE
+
+
+def can_view_run(caller: Caller, run: Run) -> bool:
+    return run.tenant_id == caller.tenant.pk and (
+        caller.is_admin or run.owner_id == caller.user.pk or caller.user.has_perm("runs.view_run", run)
+    )

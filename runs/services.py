@@ -1,0 +1,344 @@
+"""Every run write: start a run, submit steering, and apply steering at step boundaries."""
+
+import logging
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from approvals.services import pause_cancel_open, pause_decide
+
+from . import events, refusals
+from .errors import (
+    HarborError,
+    IdentityScopeRequired,
+    InvalidRequest,
+    NotFound,
+    PayloadInvalid,
+    ScopeMismatch,
+    UnknownMethod,
+)
+from .identity import Caller
+from .models import (
+    LIVE_RUN_STATUSES,
+    CancelPolicy,
+    Instruction,
+    Run,
+    RunStatus,
+    SteeringInstruction,
+    SteeringState,
+)
+from .payload import check_bounds
+from .permissions import grant_run_permissions
+from .runtime import dispatch
+from .runtime.registry import agent_exists
+from .tokens import token_digest
+from .scopes import MINIMUM_SCOPE, SCOPE_NAMES, can_view_run, caller_scope
+from .transitions import run_cancelled
+
+log = logging.getLogger("harbor.runs")
+
+MAX_QUERY = 4096
+PRIORITY_RANGE = range(-1000, 1001)
+DECISIONS = frozenset({Instruction.APPROVE, Instruction.REJECT, Instruction.RESUME})
+# Applied inside the request; the others wait for the run's next step boundary.
+IMMEDIATE = frozenset({*DECISIONS, Instruction.PRIORITIZE})
+
+
+def run_start(
+    *,
+    caller: Caller,
+    query: str,
+    agent_id: str = "deploy",
+    priority: int = 0,
+    idempotency_key: str | None = None,
+    parent_run: str | None = None,
+    cancel_policy: str = CancelPolicy.CASCADE,
+) -> tuple[Run, bool]:
+    """Start a run for the caller. An idempotency key already used by the same
+    (tenant, user, session) returns that run with reused=True."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidRequest("query must be a non-empty string")
+    if len(query) > MAX_QUERY:
+        raise PayloadInvalid(f"query is over {MAX_QUERY} characters")
+    if not isinstance(agent_id, str) or not agent_exists(agent_id):
+        raise InvalidRequest(f"unknown agent_id {agent_id!r}")
+    _check_priority(priority)
+    if cancel_policy not in CancelPolicy.values:
+        raise InvalidRequest("cancel_policy must be 'cascade' or 'isolate'")
+    if idempotency_key is not None and (not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 200):
+        raise InvalidRequest("idempotency_key must be a string of 1 to 200 characters")
+
+    identity = {"tenant": caller.tenant, "owner": caller.user, "session": caller.session}
+    if idempotency_key is not None:
+        existing = Run.objects.filter(**identity, idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return existing, True
+    parent = None
+    if parent_run is not None:
+        parent = Run.objects.filter(pk=parent_run, tenant=caller.tenant).first() if isinstance(parent_run, str) else None
+        if parent is None or not can_view_run(caller, parent) or parent.is_terminal:
+            raise NotFound("parent_run is unknown or terminal")
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                **identity,
+                agent_id=agent_id,
+                goal=query,
+                priority=priority,
+                parent=parent,
+                cancel_policy=cancel_policy,
+                idempotency_key=idempotency_key,
+                checkpoint={"query": query, "step": 0, "history": []},
+            )
+            grant_run_permissions(run)
+            events.emit(
+                run=run,
+                type=events.TASK_SPAWNED,
+                payload={"TaskID": run.pk, "Priority": priority, "ParentTaskID": parent.pk if parent else None},
+            )
+            transaction.on_commit(dispatch.wake)
+    except IntegrityError:
+        # The same key raced in from another request of this identity: theirs won.
+        existing = Run.objects.filter(**identity, idempotency_key=idempotency_key).first()
+        if idempotency_key is None or existing is None:
+            raise
+        return existing, True
+    return run, False
+
+
+@dataclass(frozen=True)
+class SteeringReceipt:
+    instruction: SteeringInstruction
+    replayed: bool
+
+
+def steering_submit(
+    *,
+    caller: Caller,
+    run_id: str,
+    method: str,
+    payload=None,
+    event_id: str | None = None,
+    requested_scope: str | None = None,
+) -> SteeringReceipt:
+    """Submit one of the nine steering instructions. Decisions and prioritize apply at once;
+    the rest wait for the run's next step boundary (or apply at once to a parked or queued
+    run where that is their whole effect, such as cancel)."""
+    if method not in Instruction.values:
+        raise UnknownMethod(f"unknown steering method {method!r}; the nine are {', '.join(Instruction.values)}")
+    payload = {} if payload is None else payload
+    check_bounds(payload)
+    if not isinstance(payload, dict):
+        raise InvalidRequest("payload must be an object")
+    if event_id is not None and (not isinstance(event_id, str) or not 0 < len(event_id) <= 200):
+        raise InvalidRequest("event_id must be a string of 1 to 200 characters")
+    if requested_scope is not None and requested_scope not in SCOPE_NAMES:
+        raise InvalidRequest(f"scope must be one of {', '.join(SCOPE_NAMES)}")
+    clean = _validate_payload(method, payload)
+
+    with refusals.collecting():
+        try:
+            with transaction.atomic():
+                return _submit_locked(
+                    caller=caller, run_id=run_id, method=method, payload=clean,
+                    event_id=event_id, requested_scope=requested_scope,
+                )
+        except HarborError as error:
+            _narrate_rejection(caller, run_id, method, error)
+            raise
+
+
+def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope) -> SteeringReceipt:
+    run = Run.objects.select_for_update().filter(pk=run_id, tenant=caller.tenant).first() if isinstance(run_id, str) else None
+    if run is None or not can_view_run(caller, run):
+        raise NotFound("no such run")
+    if event_id is not None:
+        earlier = SteeringInstruction.objects.filter(run=run, event_id=event_id).first()
+        if earlier is not None:
+            return SteeringReceipt(earlier, replayed=True)
+    if run.is_terminal and method not in DECISIONS:
+        raise NotFound(f"the run is {run.status}")
+
+    scope = caller_scope(caller, run)
+    if requested_scope is not None:
+        if scope < SCOPE_NAMES[requested_scope]:
+            raise IdentityScopeRequired(f"the caller does not hold the {requested_scope} scope on this run")
+    delegated = method in DECISIONS and _holds_decide_permission(caller, run, payload.get("token"))
+    if scope < MINIMUM_SCOPE[method] and not delegated:
+        raise ScopeMismatch(f"{method} needs the {MINIMUM_SCOPE[method].name.lower()} scope")
+
+    instruction = SteeringInstruction.objects.create(
+        tenant=caller.tenant,
+        run=run,
+        instruction=method,
+        payload=payload,
+        event_id=event_id,
+        actor=caller.user,
+        actor_session=caller.session,
+    )
+    _narrate(run, events.CONTROL_RECEIVED, method, "received")
+    if method in DECISIONS:
+        pause_decide(
+            caller=caller, run=run, method=method, token=payload.get("token"),
+            reason=payload.get("reason", ""), args=payload.get("args"), input=payload.get("input"),
+        )
+        _settle(instruction, run, SteeringState.APPLIED)
+    elif method == Instruction.PRIORITIZE:
+        _apply_prioritize(run, payload["priority"])
+        _settle(instruction, run, SteeringState.APPLIED)
+    elif method == Instruction.CANCEL and run.status != RunStatus.RUNNING:
+        _settle(instruction, run, SteeringState.APPLIED)
+        run_cancel_now(run, reason=f"cancelled by {caller.user.username}", cascaded=False)
+    elif method == Instruction.PAUSE and run.status == RunStatus.PAUSED:
+        raise InvalidRequest("the run is already paused")
+    else:
+        fields = {"steering_pending": True}
+        if method == Instruction.CANCEL and payload.get("hard"):
+            fields["hard_cancel"] = True
+        Run.objects.filter(pk=run.pk).update(**fields)
+    return SteeringReceipt(instruction, replayed=False)
+
+
+def _holds_decide_permission(caller: Caller, run: Run, token: str | None) -> bool:
+    """A delegated approver reaches the decision rule (which then re-checks everything)
+    when it may decide the pause targeted: the token's, else the run's latest."""
+    pauses = run.pauses.all()
+    target = pauses.filter(token_digest=token_digest(token)) if token else pauses.order_by("-created_at")[:1]
+    return any(caller.user.has_perm("approvals.decide_pause", p) for p in target)
+
+
+def _validate_payload(method: str, payload: dict) -> dict:
+    """Check each method's payload shape; return only the fields it uses."""
+    def optional_string(name: str) -> None:
+        if name in payload and payload[name] is not None and not isinstance(payload[name], str):
+            raise InvalidRequest(f"{method}: {name} must be a string")
+
+    if method == Instruction.CANCEL:
+        if "hard" in payload and not isinstance(payload["hard"], bool):
+            raise InvalidRequest("cancel: hard must be a boolean")
+        return {"hard": bool(payload.get("hard", False))}
+    if method == Instruction.PAUSE:
+        return {}
+    if method in DECISIONS:
+        optional_string("token")
+        optional_string("reason")
+        if "args" in payload and payload["args"] is not None and not isinstance(payload["args"], dict):
+            raise InvalidRequest("approve: args must be an object")
+        allowed = {"token", "reason"} | ({"args"} if method == Instruction.APPROVE else set()) | (
+            {"input"} if method == Instruction.RESUME else set()
+        )
+        return {k: v for k, v in payload.items() if k in allowed and v is not None}
+    if method == Instruction.REDIRECT:
+        goal = payload.get("goal")
+        if not isinstance(goal, str) or not goal.strip():
+            raise InvalidRequest("redirect: goal must be a non-empty string")
+        return {"goal": goal}
+    if method == Instruction.USER_MESSAGE:
+        message = payload.get("message")
+        if not isinstance(message, str) or not message.strip():
+            raise InvalidRequest("user_message: message must be a non-empty string")
+        return {"message": message}
+    if method == Instruction.PRIORITIZE:
+        _check_priority(payload.get("priority"))
+        return {"priority": payload["priority"]}
+    if not payload:
+        raise InvalidRequest("inject_context: the payload must be a non-empty object")
+    return payload  # inject_context: any object
+
+
+def _check_priority(priority) -> None:
+    if isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITY_RANGE:
+        raise InvalidRequest(f"priority must be an integer from {PRIORITY_RANGE.start} to {PRIORITY_RANGE.stop - 1}")
+
+
+def _apply_prioritize(run: Run, priority: int) -> None:
+    prior = run.priority
+    run.priority = priority
+    run.save(update_fields=["priority", "updated_at"])
+    events.emit(
+        run=run, type=events.TASK_PRIORITISED, payload={"TaskID": run.pk, "PriorPriority": prior, "NewPriority": priority}
+    )
+    transaction.on_commit(dispatch.wake)
+
+
+def _settle(instruction: SteeringInstruction, run: Run, state: str, outcome: str = "") -> None:
+    SteeringInstruction.objects.filter(pk=instruction.pk, state=SteeringState.PENDING)._settle(
+        state=state, outcome=outcome, settled_at=timezone.now()
+    )
+    _narrate(run, events.CONTROL_APPLIED if state == SteeringState.APPLIED else events.CONTROL_REJECTED,
+             instruction.instruction, state, outcome)
+
+
+def _narrate(run: Run, type: str, method: str, outcome: str, err: str = "") -> None:
+    events.emit(run=run, type=type, payload={"Type": method.upper(), "Outcome": outcome, "Err": err})
+
+
+def _narrate_rejection(caller: Caller, run_id, method: str, error: HarborError) -> None:
+    """The stream narrates refused controls too (control.received then control.rejected),
+    on runs the caller can see; the refused change itself was rolled back."""
+    if error.code == "not_found" or not isinstance(run_id, str):
+        return
+    with transaction.atomic():
+        run = Run.objects.filter(pk=run_id, tenant=caller.tenant).first()
+        if run is None or not can_view_run(caller, run):
+            return
+        _narrate(run, events.CONTROL_RECEIVED, method, "received")
+        _narrate(run, events.CONTROL_REJECTED, method, "rejected", error.code)
+
+
+# --- Applied by the runtime (or at once for a run no worker holds) ---------------------------
+
+
+def run_cancel_now(run: Run, *, reason: str, cascaded: bool) -> None:
+    """Terminate a run (lock held) and cascade to live children that did not opt out."""
+    if run.status == RunStatus.PAUSED:
+        pause_cancel_open(run=run, reason=reason, cascaded=cascaded)
+    else:
+        run_cancelled(run, reason, cascaded)
+    Run.objects.filter(pk=run.pk).update(hard_cancel=False)
+    for child_id in run.children.filter(status__in=LIVE_RUN_STATUSES, cancel_policy=CancelPolicy.CASCADE).values_list(
+        "pk", flat=True
+    ):
+        child = Run.objects.select_for_update().get(pk=child_id)
+        if child.status == RunStatus.RUNNING:
+            # A child mid-step stops at its own next boundary.
+            SteeringInstruction.objects.create(
+                tenant_id=child.tenant_id, run=child, instruction=Instruction.CANCEL,
+                payload={"cascaded_from": run.pk}, actor=run.owner, actor_session=run.session,
+            )
+            Run.objects.filter(pk=child.pk).update(steering_pending=True)
+            transaction.on_commit(dispatch.wake)
+        else:
+            run_cancel_now(child, reason=f"parent run {run.pk} cancelled", cascaded=True)
+
+
+def steering_apply_pending(run: Run) -> str | None:
+    """Apply pending steering in arrival order at a step boundary (run lock held).
+    Returns 'cancel' or 'pause' when the run must stop advancing."""
+    stop = None
+    for instruction in SteeringInstruction.objects.filter(run=run, state=SteeringState.PENDING).order_by("id"):
+        method, payload = instruction.instruction, instruction.payload
+        if stop is not None:
+            _settle(instruction, run, SteeringState.REJECTED, f"run stopped by an earlier {stop}")
+            continue
+        if method == Instruction.REDIRECT:
+            run.goal = payload["goal"]
+            events.emit(run=run, type=events.TASK_REDIRECTED, payload={"TaskID": run.pk, "Goal": run.goal})
+        elif method == Instruction.INJECT_CONTEXT:
+            run.context = [*run.context, payload]
+            events.emit(run=run, type=events.CONTEXT_INJECTED, payload={"TaskID": run.pk, "Context": payload})
+        elif method == Instruction.USER_MESSAGE:
+            run.messages = [*run.messages, payload["message"]]
+            events.emit(run=run, type=events.MESSAGE_RECEIVED, payload={"TaskID": run.pk, "Message": payload["message"]})
+        elif method in (Instruction.CANCEL, Instruction.PAUSE):
+            stop = method
+        _settle(instruction, run, SteeringState.APPLIED)
+    run.steering_pending = False
+    run.save()
+    if stop == Instruction.CANCEL:
+        cascaded = "cascaded_from" in (
+            SteeringInstruction.objects.filter(run=run, instruction=Instruction.CANCEL).order_by("-id").first().payload
+        )
+        run_cancel_now(run, reason="cancelled at a step boundary", cascaded=cascaded)
+    return stop

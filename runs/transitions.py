@@ -1,0 +1,54 @@
+"""Run status changes. Callers hold the run's row lock (select_for_update) inside a
+transaction; this module checks the transition table and narrates each change."""
+
+import logging
+
+from django.utils import timezone
+
+from . import events
+from .errors import HarborError
+from .models import RUN_TRANSITIONS, FailureCode, Run, RunStatus
+
+log = logging.getLogger("harbor.runs")
+
+
+class IllegalTransition(HarborError):
+    code = "runtime_error"
+
+
+def move(run: Run, to: str, **fields) -> None:
+    if to not in RUN_TRANSITIONS[run.status]:
+        raise IllegalTransition(f"run {run.pk} cannot go from {run.status} to {to}")
+    run.status = to
+    now = timezone.now()
+    if to == RunStatus.RUNNING and run.started_at is None:
+        run.started_at = now
+    if to in (RunStatus.COMPLETE, RunStatus.FAILED, RunStatus.CANCELLED):
+        run.finished_at = now
+        run.lease_owner, run.lease_expires_at = "", None
+        run.steering_pending = False
+    for name, value in fields.items():
+        setattr(run, name, value)
+    run.save()
+
+
+def run_complete(run: Run, answer: str) -> None:
+    move(run, RunStatus.COMPLETE, answer=answer)
+    events.emit(run=run, type=events.TASK_COMPLETED, payload={"TaskID": run.pk, "Answer": answer})
+
+
+def run_fail(run: Run, code: str, message: str) -> None:
+    move(run, RunStatus.FAILED, failure_code=code, failure_message=message)
+    events.emit(run=run, type=events.TASK_FAILED, payload={"TaskID": run.pk, "Code": code, "Message": message})
+    log.info("run %s failed: %s %s", run.pk, code, message)
+
+
+def run_reject(run: Run, message: str) -> None:
+    run_fail(run, FailureCode.CONSTRAINTS_CONFLICT, message)
+
+
+def run_cancelled(run: Run, reason: str, cascaded: bool) -> None:
+    move(run, RunStatus.CANCELLED, failure_message=reason)
+    events.emit(
+        run=run, type=events.TASK_CANCELLED, payload={"TaskID": run.pk, "Reason": reason, "Cascaded": cascaded}
+    )
