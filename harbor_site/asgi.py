@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP (Django) and websockets (Channels)."""
 
+import asyncio
 import os
 
 from django.core.asgi import get_asgi_application
@@ -7,18 +8,25 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harbor_site.settings")
 django_asgi = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from runs import events  # noqa: E402
+from runs.routing import websocket_urlpatterns  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
 
-_router = ProtocolTypeRouter({"http": django_asgi})
+_router = ProtocolTypeRouter(
+    {
+        "http": django_asgi,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)
 
 
 async def application(scope, receive, send):
     if events._server_loop is None:
-        import asyncio
-
+        # The first connection tells us the server's loop; the embedded runtime starts then.
         events.bind_server_loop(asyncio.get_running_loop())
         start_local_runtime()
     await _router(scope, receive, send)

@@ -81,8 +81,9 @@ if EMBEDDED:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.environ.get("HARBOR_SQLITE_PATH", str(VAR_DIR / "harbor.sqlite3")),
-            # A file test database, so a second process (a worker) can see it.
-            "TEST": {"NAME": str(VAR_DIR / "test.sqlite3")},
+            # A file test database, so a second process (a worker) can see it; one per
+            # test session, inherited by the processes that session starts.
+            "TEST": {"NAME": os.environ.setdefault("HARBOR_TEST_DB", str(VAR_DIR / f"test-{os.getpid()}.sqlite3"))},
             "OPTIONS": {
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 20,

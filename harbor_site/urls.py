@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.http import JsonResponse
-from django.urls import path
+from django.urls import include, path
 from django.views.decorators.http import require_GET
 
 
@@ -12,4 +12,7 @@ def health(request):
 urlpatterns = [
     path("healthz", health, name="health"),
     path("admin/", admin.site.urls),
+    path("v1/", include("runs.api_urls")),
+    path("", include("approvals.urls")),
+    path("", include("runs.urls")),
 ]
