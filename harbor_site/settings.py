@@ -119,9 +119,12 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
+# Production is served over HTTPS behind a proxy; HARBOR_HTTPS=0 only for local checks.
+HTTPS = os.environ.get("HARBOR_HTTPS", "0" if EMBEDDED else "1") == "1"
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = not EMBEDDED
-CSRF_COOKIE_SECURE = not EMBEDDED
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -65,3 +65,6 @@ def people(db) -> People:
 @pytest.fixture
 def people_tx(transactional_db) -> People:
     return People()
+
+
+from tests.live import live_harbor  # noqa: E402,F401  (the shared live-server fixture)
