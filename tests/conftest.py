@@ -31,6 +31,7 @@ def _manual_runtime(settings):
     """Nothing advances runs behind a test's back: tests drive the runtime themselves."""
     settings.HARBOR_EXECUTOR = "manual"
     settings.HARBOR_TICK_SECONDS = 0
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
 
 
 class People:
@@ -68,3 +69,60 @@ def people_tx(transactional_db) -> People:
 
 
 from tests.live import live_harbor  # noqa: E402,F401  (the shared live-server fixture)
+
+
+# --- Runtime helpers --------------------------------------------------------------------------
+
+import threading  # noqa: E402
+from datetime import timedelta  # noqa: E402
+
+from runs.runtime.planner import CallTool, Finish  # noqa: E402
+from runs.runtime.registry import Agent, register_agent, unregister_agent  # noqa: E402
+from runs.runtime.tools import Tool  # noqa: E402
+
+
+class GatedProbe:
+    """A test agent `probe`: calls `launch` (gated, editable) then finishes. Counts how
+    often the gated body really ran."""
+
+    def __init__(self, deadline: timedelta | None = None) -> None:
+        self.calls: list[dict] = []
+        self._lock = threading.Lock()
+        probe = self
+
+        def launch(args, ctx):
+            with probe._lock:
+                probe.calls.append(dict(args))
+            return {"launched": args["target"]}
+
+        class Planner:
+            def decide(self, view):
+                if not view.history:
+                    return CallTool("launch", {"target": "moon"})
+                return Finish(f"launched {view.history[-1]['result']['launched']}")
+
+        register_agent(Agent(id="probe", description="test", planner=Planner, tools={
+            "launch": Tool("launch", launch, approval="always", editable_args=True, deadline=deadline)}))
+
+
+@pytest.fixture
+def probe():
+    yield GatedProbe()
+    unregister_agent("probe")
+
+
+@pytest.fixture
+def expiring_probe():
+    yield GatedProbe(deadline=timedelta(minutes=5))
+    unregister_agent("probe")
+
+
+def db_snapshot() -> dict:
+    """Every domain row, for asserting that a refused call changed nothing."""
+    from approvals.models import Pause
+    from runs.models import Membership, Run, SteeringInstruction
+
+    return {
+        model.__name__: list(model.objects.order_by("pk").values())
+        for model in (Run, Pause, SteeringInstruction, Membership)
+    }
