@@ -57,7 +57,8 @@ def tenant_group(tenant_id: int) -> str:
 
 
 def emit(*, run: Run, type: str, payload: dict, pause=None) -> Event:
-    """Append an event. Must run inside the transaction of the change it describes."""
+    """Append an event. Must run inside the transaction of the change it describes, with
+    the run's row lock held (lock order: run, pause, then the tenant cursor)."""
     conn = transaction.get_connection()
     assert conn.in_atomic_block, "events are written in the transaction of their change"
     # Lock the tenant's cursor row until commit: sequences are strictly increasing in

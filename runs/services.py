@@ -280,7 +280,9 @@ def _narrate_rejection(caller: Caller, run_id, method: str, error: HarborError) 
     if error.code == "not_found" or not isinstance(run_id, str):
         return
     with transaction.atomic():
-        run = Run.objects.filter(pk=run_id, tenant=caller.tenant).first()
+        # Run lock first, as everywhere: writing an event for a run while another
+        # transaction holds that run would otherwise deadlock on the tenant's cursor.
+        run = Run.objects.select_for_update().filter(pk=run_id, tenant=caller.tenant).first()
         if run is None or not can_view_run(caller, run):
             return
         _narrate(run, events.CONTROL_RECEIVED, method, "received")
