@@ -1,0 +1,50 @@
+"""The admin audit: read-only history, filters, links from a run, and no tokens."""
+
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from approvals.models import Pause
+from runs.runtime.dispatch import drain
+from runs.services import run_start, steering_submit
+from runs.tokens import token_unseal
+
+
+@pytest.fixture
+def audited(people, client):
+    run, _ = run_start(caller=people.caller("alice"), query="deploy build 9 to prod", agent_id="deploy")
+    drain()
+    pause = Pause.objects.get(run=run)
+    token = token_unseal(pause.token_sealed)
+    steering_submit(caller=people.caller("bob", "web"), run_id=run.pk, method="approve", payload={"reason": "ok"})
+    pause.refresh_from_db()
+    admin = get_user_model().objects.create_superuser("root", password="root-password")
+    client.force_login(admin)
+    return run, pause, token
+
+
+@pytest.mark.parametrize("model", ["approvals/pause", "runs/event", "runs/steeringinstruction", "runs/run",
+                                   "approvals/decisionrefusal"])
+def test_audit_changelists_render_and_refuse_writes(audited, client, model):
+    assert client.get(f"/admin/{model}/").status_code == 200
+    assert client.get(f"/admin/{model}/add/").status_code == 403
+
+
+def test_a_pause_page_shows_the_decision_but_never_the_token(audited, client):
+    run, pause, token = audited
+    page = client.get(f"/admin/approvals/pause/{pause.pk}/change/").content.decode()
+    assert "bob" in page and "acme/alice/s1" in page and "Approve" in page
+    assert token not in page and pause.token_digest not in page and pause.token_sealed not in page
+    assert client.post(f"/admin/approvals/pause/{pause.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert Pause.objects.filter(pk=pause.pk).exists()
+
+
+def test_filters_and_the_run_links_to_its_pauses_and_events(audited, client):
+    run, pause, _ = audited
+    for query in ("cause__exact=hitl_approval", "state__exact=resumed", "decision__exact=approve",
+                  f"tenant__id__exact={run.tenant_id}", f"decided_by__id__exact={pause.decided_by_id}"):
+        listing = client.get(f"/admin/approvals/pause/?{query}")
+        assert listing.status_code == 200 and pause.pk in listing.content.decode(), query
+    run_page = client.get(f"/admin/runs/run/{run.pk}/change/").content.decode()
+    assert f"/admin/approvals/pause/?run__id__exact={run.pk}" in run_page
+    assert f"/admin/runs/event/?run__id__exact={run.pk}" in run_page
