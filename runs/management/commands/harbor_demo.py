@@ -46,6 +46,6 @@ class Command(BaseCommand):
                 membership_grant(tenant=tenant, user=user, role=role)
         path.write_text(json.dumps(passwords, indent=2))
         os.chmod(path, 0o600)
-        self.stdout.write("Demo logins (http://127.0.0.1:8000/):")
+        self.stdout.write(f"Demo logins (http://127.0.0.1:{os.environ.get('PORT', '8000')}/):")
         for slug, _, username, role, _ in DEMO:
             self.stdout.write(f"  {username:<7} {passwords[username]:<14} {role} in {slug}")
