@@ -1,1 +1,7 @@
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from .consumers import EventsConsumer
+
+websocket_urlpatterns = [
+    path("ws/events/", EventsConsumer.as_asgi()),
+]

@@ -1,0 +1,159 @@
+"""Reads of pauses, already filtered to what the caller may see or decide."""
+
+from collections.abc import Callable
+
+from django.db.models import Q, QuerySet
+from guardian.core import ObjectPermissionChecker
+from guardian.shortcuts import get_objects_for_user
+
+from runs.identity import Caller
+from runs.tokens import token_unseal
+
+from .models import Pause, PauseState
+
+# --- Pages (the approvals inbox) -------------------------------------------------------------
+
+
+def pauses_decidable(*, caller: Caller) -> QuerySet[Pause]:
+    """Open pauses the caller may decide, newest first: those it parked itself (same user
+    and session) and those its role may decide as a delegated approver."""
+    open_pauses = Pause.objects.filter(tenant=caller.tenant, state=PauseState.PAUSED)
+    delegated = get_objects_for_user(
+        caller.user, "approvals.decide_pause", klass=open_pauses, accept_global_perms=False
+    ).values("pk")
+    own = Q(identity_user=caller.user.username, identity_session=caller.session)
+    return (
+        open_pauses.filter(Q(pk__in=delegated) | own)
+        .select_related("run", "run__owner")
+        .order_by("-created_at")
+    )
+
+
+def pause_decidable(*, caller: Caller, pause_id: str) -> Pause | None:
+    return pauses_decidable(caller=caller).filter(pk=pause_id).first()
+
+
+def pause_history(*, caller: Caller, limit: int = 100) -> QuerySet[Pause]:
+    """Decided pauses the caller may see, most recently decided first."""
+    decided = Pause.objects.filter(tenant=caller.tenant, state=PauseState.RESUMED)
+    if not caller.is_admin:
+        viewable = get_objects_for_user(
+            caller.user, "approvals.view_pause", klass=decided, accept_global_perms=False
+        ).values("pk")
+        decided = decided.filter(Q(pk__in=viewable) | Q(identity_user=caller.user.username))
+    return decided.select_related("run", "decided_by").order_by("-decided_at")[:limit]
+
+
+def pause_open_for_run(*, run) -> Pause | None:
+    return run.pauses.filter(state=PauseState.PAUSED).order_by("-created_at").first()
+
+
+def open_pauses_by_run(*, run_ids: list[str]) -> dict[str, Pause]:
+    """The open pause of each of these runs (a run has at most one)."""
+    pauses = Pause.objects.filter(run_id__in=run_ids, state=PauseState.PAUSED).order_by("created_at")
+    return {pause.run_id: pause for pause in pauses}
+
+
+def pause_of_run(*, run, pause_id: str) -> Pause | None:
+    return run.pauses.filter(pk=pause_id).first()
+
+
+def pause_in_tenant(*, caller: Caller, pause_id: str) -> Pause | None:
+    """A pause of the caller's tenant in any state, so a late decision can be told that
+    it was already decided; the decision service applies the permission rule."""
+    return Pause.objects.select_related("run").filter(pk=pause_id, tenant=caller.tenant).first()
+
+
+# --- The /v1 API: pause.list snapshots (PROTOCOL §4) -----------------------------------------
+
+PAUSE_STATUS_ANY = "any"
+
+
+def pauses_visible(*, caller: Caller) -> QuerySet[Pause]:
+    """Pauses of the caller's tenant it may see, in any state: those of its own runs, those
+    its role may view, or all of them for an admin."""
+    pauses = Pause.objects.filter(tenant=caller.tenant)
+    if not caller.is_admin:
+        viewable = get_objects_for_user(
+            caller.user, "approvals.view_pause", klass=pauses, accept_global_perms=False, with_superuser=False
+        ).values("pk")
+        pauses = pauses.filter(Q(pk__in=viewable) | Q(identity_user=caller.user.username))
+    return pauses.select_related("tenant")
+
+
+def token_visibility(*, caller: Caller, pause_ids) -> Callable[[str | None], bool]:
+    """Which of these pauses' resume tokens the caller is shown: only where the decision
+    rule would accept it (the pausing user and session, or the permission to decide), so a
+    token never reaches anyone it could not serve."""
+    ids = {pk for pk in pause_ids if pk}
+    if not ids:
+        return lambda pause_id: False
+    pauses = list(Pause.objects.filter(pk__in=ids, tenant=caller.tenant).only("pk", "identity_user", "identity_session"))
+    checker = ObjectPermissionChecker(caller.user)
+    checker.prefetch_perms(pauses)
+    allowed = {
+        p.pk for p in pauses
+        if (p.identity_user == caller.user.username and p.identity_session == caller.session)
+        or checker.has_perm("decide_pause", p)
+    }
+    return lambda pause_id: pause_id in allowed
+
+
+def _iso(value) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def pause_snapshot(pause: Pause, *, show_token: bool) -> dict:
+    return {
+        "token": token_unseal(pause.token_sealed) if show_token else None,
+        "pause_id": pause.pk,
+        "reason": pause.reason,
+        "cause": pause.cause,
+        "state": pause.state,
+        "identity": {"tenant": pause.tenant.slug, "user": pause.identity_user, "session": pause.identity_session},
+        "run": pause.run_id,
+        "paused_at": _iso(pause.created_at),
+        "resumed_at": _iso(pause.decided_at),
+        "expires_at": _iso(pause.expires_at),
+        "decision": pause.decision or None,
+        "payload": pause.payload,
+    }
+
+
+def pause_snapshots(pauses, *, caller: Caller) -> list[dict]:
+    pauses = list(pauses)
+    may_see_token = token_visibility(caller=caller, pause_ids=[p.pk for p in pauses])
+    return [pause_snapshot(p, show_token=may_see_token(p.pk)) for p in pauses]
+
+
+def pause_list(
+    *,
+    caller: Caller,
+    status: str | None = PauseState.PAUSED,
+    run_ids: list[str] | None = None,
+    reasons: list[str] | None = None,
+    causes: list[str] | None = None,
+    since=None,
+    until=None,
+    page: int = 1,
+    page_size: int = 50,
+) -> dict:
+    """A page of pause snapshots the caller may see, newest first. By default the open
+    ones; `status="any"` lists decided pauses too."""
+    from runs.selectors import paginate
+
+    pauses = pauses_visible(caller=caller)
+    if status is not None and status != PAUSE_STATUS_ANY:
+        pauses = pauses.filter(state=status)
+    if run_ids is not None:
+        pauses = pauses.filter(run_id__in=run_ids)
+    if reasons is not None:
+        pauses = pauses.filter(reason__in=reasons)
+    if causes is not None:
+        pauses = pauses.filter(cause__in=causes)
+    if since is not None:
+        pauses = pauses.filter(created_at__gte=since)
+    if until is not None:
+        pauses = pauses.filter(created_at__lt=until)
+    rows, info = paginate(pauses.order_by("-created_at", "-pk"), page=page, page_size=page_size)
+    return {"snapshots": pause_snapshots(rows, caller=caller), **info}

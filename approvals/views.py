@@ -1,0 +1,99 @@
+"""The approvals inbox: open pauses the signed-in person may decide, each rendered for its
+cause, and the history of past decisions. Decisions go through the steering service, like
+the protocol's."""
+
+import json
+import uuid
+from urllib.parse import urlsplit
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from runs.errors import HarborError
+from runs.forms import SteeringFormError
+from runs.services import steering_submit
+from runs.views import error_text, member_required, safe_next
+
+from . import selectors
+from .forms import DECISION_METHODS, decision_payload
+from .models import Pause
+
+DONE = {
+    "approve": "Approved {tool}: the call runs now.",
+    "reject": "Rejected {tool}: the call will not run and the run has ended.",
+    "resume": "Resumed the {agent} run.",
+}
+
+
+QUESTION_KEYS = ("Question", "Prompt", "Message", "Text", "Summary")
+
+
+def pause_card(pause: Pause) -> dict:
+    """What a card shows, per cause: a gate's arguments (as editable text), an OAuth
+    sign-in address, an A2A question."""
+    payload = pause.payload or {}
+    args = [
+        {"name": name, "value": value if isinstance(value, str) else json.dumps(value)}
+        for name, value in (payload.get("Args") or {}).items()
+    ]
+    url = payload.get("AuthorizeURL") or ""
+    return {
+        "pause": pause,
+        "payload": payload,
+        "args": args,
+        "editable": bool(payload.get("Editable")),
+        "question": next((payload[k] for k in QUESTION_KEYS if isinstance(payload.get(k), str)), ""),
+        # Only a web address becomes a link: never a javascript: or data: one.
+        "authorize_url": url if urlsplit(url).scheme in ("http", "https") else "",
+        "source": payload.get("SourceName") or "the provider",
+        "event_id": uuid.uuid4().hex,
+    }
+
+
+@member_required
+@require_GET
+def inbox(request: HttpRequest) -> HttpResponse:
+    cards = [pause_card(pause) for pause in selectors.pauses_decidable(caller=request.caller)[:100]]
+    context = {"cards": cards, "tab": "open", "page": "inbox"}
+    if request.GET.get("fragment") == "cards":
+        return render(request, "approvals/_cards.html", context)
+    return render(request, "approvals/inbox.html", context)
+
+
+@member_required
+@require_GET
+def history(request: HttpRequest) -> HttpResponse:
+    pauses = list(selectors.pause_history(caller=request.caller))
+    open_count = selectors.pauses_decidable(caller=request.caller).count()
+    return render(
+        request, "approvals/history.html", {"pauses": pauses, "tab": "history", "page": "inbox", "open_count": open_count}
+    )
+
+
+@member_required
+@require_POST
+def decide(request: HttpRequest, pause_id: str) -> HttpResponse:
+    back = safe_next(request, reverse("approvals:inbox"))
+    method = request.POST.get("method", "")
+    if method not in DECISION_METHODS:
+        messages.error(request, "Choose approve, reject or resume.")
+        return redirect(back)
+    pause = selectors.pause_in_tenant(caller=request.caller, pause_id=pause_id)
+    if pause is None:
+        messages.error(request, "Not found: no such pause.")
+        return redirect(back)
+    try:
+        steering_submit(
+            caller=request.caller, run_id=pause.run_id, method=method,
+            payload=decision_payload(method, pause, request.POST), event_id=request.POST.get("event_id") or None,
+        )
+    except SteeringFormError as error:
+        messages.error(request, str(error))
+    except HarborError as error:
+        messages.error(request, error_text(error))
+    else:
+        messages.success(request, DONE[method].format(tool=pause.tool or "the call", agent=pause.run.agent_id))
+    return redirect(back)

@@ -1,0 +1,88 @@
+"""Forms of the console: starting a run, and the payload each steering control sends."""
+
+import json
+
+from django import forms
+
+from .models import Instruction
+from .runtime.registry import all_agents
+from .services import PRIORITY_RANGE
+
+
+class StartRunForm(forms.Form):
+    agent_id = forms.ChoiceField(label="Agent")
+    query = forms.CharField(
+        label="Query", max_length=4096,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "deploy build 42 to staging"}),
+    )
+    priority = forms.IntegerField(
+        label="Priority", initial=0, min_value=PRIORITY_RANGE.start, max_value=PRIORITY_RANGE.stop - 1
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["agent_id"].choices = [(a.id, f"{a.id} — {a.description}") for a in all_agents()]
+
+
+class SteeringFormError(ValueError):
+    """A steering form that cannot be turned into a payload; the message is shown as is."""
+
+
+def parse_value(text: str, original=None):
+    """An edited value, keeping the original's type where the text parses as it."""
+    if isinstance(original, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def edited_args(data, original: dict) -> dict | None:
+    """The arguments an approver changed (fields `arg-<name>`), or None for no edits."""
+    changed = {}
+    for name, value in original.items():
+        key = f"arg-{name}"
+        if key not in data:
+            continue
+        new = parse_value(data[key], value)
+        if new != value:
+            changed[name] = new
+    return changed or None
+
+
+def steering_payload(method: str, data) -> dict:
+    """The protocol payload of one steering method, built from a posted form."""
+    text = lambda name: (data.get(name) or "").strip()  # noqa: E731
+    if method == Instruction.CANCEL:
+        return {"hard": data.get("hard") in ("on", "true", "1")}
+    if method in (Instruction.PAUSE,):
+        return {}
+    if method in (Instruction.APPROVE, Instruction.REJECT, Instruction.RESUME):
+        payload = {"reason": text("reason")} if text("reason") else {}
+        if method == Instruction.RESUME and text("input"):
+            payload["input"] = text("input")
+        return payload
+    if method == Instruction.REDIRECT:
+        if not text("goal"):
+            raise SteeringFormError("Give the new goal to redirect the run to.")
+        return {"goal": text("goal")}
+    if method == Instruction.USER_MESSAGE:
+        if not text("message"):
+            raise SteeringFormError("Write the message to send to the run.")
+        return {"message": text("message")}
+    if method == Instruction.INJECT_CONTEXT:
+        raw = text("context")
+        if not raw:
+            raise SteeringFormError("Give the context to inject (text, or a JSON object).")
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        return parsed if isinstance(parsed, dict) and parsed else {"note": raw}
+    if method == Instruction.PRIORITIZE:
+        try:
+            return {"priority": int(text("priority"))}
+        except ValueError:
+            raise SteeringFormError("Priority must be a whole number.") from None
+    raise SteeringFormError(f"Unknown steering method {method!r}.")

@@ -1,0 +1,281 @@
+"""The operator console, and what every page shares: who the signed-in person is (the
+identity triple the services act for) and where they work.
+
+Views parse, call one service and render; reads come from the selectors, so a page never
+shows more than the protocol would."""
+
+import hashlib
+import json
+import uuid
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from approvals import selectors as pause_selectors
+from approvals.models import Cause
+
+from . import selectors
+from .errors import HarborError
+from .forms import StartRunForm, SteeringFormError, steering_payload
+from .identity import Caller, caller_resolve
+from .models import Instruction, Role, RunStatus
+from .scopes import MINIMUM_SCOPE, Scope, caller_scope
+from .services import run_start, steering_submit
+from .tokens import token_unseal
+
+# --- The signed-in person as a Caller -------------------------------------------------------
+
+
+def web_session_id(request: HttpRequest) -> str:
+    """A stable session id for the identity triple, derived from (never equal to) the
+    Django session key, so audits and events never carry the cookie's secret."""
+    if not request.session.session_key:
+        request.session.save()
+    return "web-" + hashlib.sha256(request.session.session_key.encode()).hexdigest()[:12]
+
+
+def web_caller(request: HttpRequest) -> Caller | None:
+    membership = selectors.membership_for_user(user=request.user)
+    if membership is None:
+        return None
+    try:
+        return caller_resolve(
+            tenant=membership.tenant.slug, user=request.user.username, session=web_session_id(request),
+            address=request.META.get("REMOTE_ADDR"), provision=False,
+        )
+    except HarborError:
+        return None
+
+
+def member_required(view):
+    """Signed in and a member of a tenant: the view gets `request.caller`."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        caller = web_caller(request)
+        if caller is None:
+            return render(request, "no_membership.html", status=403)
+        request.caller = caller
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def error_text(error: HarborError) -> str:
+    """A domain error in plain words for a page."""
+    plain = {
+        "already_resumed": "Already decided: ",
+        "scope_mismatch": "Not allowed: ",
+        "identity_scope_required": "Not allowed: ",
+        "not_found": "Not found: ",
+        "invalid_request": "Not accepted: ",
+        "payload_invalid": "Not accepted: ",
+    }
+    return plain.get(error.code, "Refused: ") + error.message
+
+
+def safe_next(request: HttpRequest, default: str) -> str:
+    target = request.POST.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return target
+    return default
+
+
+# --- Home --------------------------------------------------------------------------------------
+
+
+@member_required
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """Approvers work in the inbox; operators and admins in the console; members in the
+    console too, which shows them their own runs."""
+    if request.caller.role == Role.APPROVER:
+        return redirect("approvals:inbox")
+    return redirect("console")
+
+
+# --- The runs list -----------------------------------------------------------------------------
+
+
+@member_required
+@require_GET
+def console(request: HttpRequest) -> HttpResponse:
+    caller = request.caller
+    status = request.GET.get("status") or ""
+    if status not in RunStatus.values:
+        status = ""
+    runs = list(selectors.runs_visible(caller=caller, status=status or None)[:200])
+    pauses = pause_selectors.open_pauses_by_run(run_ids=[run.pk for run in runs])
+    rows = [{"run": run, "pause": pauses.get(run.pk)} for run in runs]
+    context = {"rows": rows, "status": status}
+    if request.GET.get("fragment") == "rows":
+        return render(request, "runs/_rows.html", context)
+    counts = selectors.run_status_counts(caller=caller)
+    context.update(
+        statuses=[(value, label, counts[value]) for value, label in RunStatus.choices],
+        total=sum(counts.values()),
+        page="console",
+    )
+    return render(request, "runs/console.html", context)
+
+
+# --- A run ------------------------------------------------------------------------------------
+
+
+CONTROL_ORDER = [
+    Instruction.PAUSE, Instruction.RESUME, Instruction.APPROVE, Instruction.REJECT, Instruction.REDIRECT,
+    Instruction.INJECT_CONTEXT, Instruction.USER_MESSAGE, Instruction.PRIORITIZE, Instruction.CANCEL,
+]
+
+
+def run_controls(caller: Caller, run, pause) -> dict[str, bool]:
+    """Which of the nine controls this person sees: a steering control where their scope on
+    the run reaches its minimum; a decision where the decision rule would accept them."""
+    scope = caller_scope(caller, run)
+    live = not run.is_terminal
+    decidable = pause is not None and pause_selectors.pause_decidable(caller=caller, pause_id=pause.pk) is not None
+    gate = pause is not None and pause.cause == Cause.HITL_APPROVAL
+    shown = {
+        Instruction.PAUSE: live and run.status != RunStatus.PAUSED,
+        Instruction.RESUME: decidable and not gate,
+        Instruction.APPROVE: decidable and gate,
+        Instruction.REJECT: decidable and gate,
+        Instruction.REDIRECT: live,
+        Instruction.INJECT_CONTEXT: live,
+        Instruction.USER_MESSAGE: live,
+        Instruction.PRIORITIZE: live,
+        Instruction.CANCEL: live,
+    }
+    for method in shown:
+        if method not in (Instruction.RESUME, Instruction.APPROVE, Instruction.REJECT):
+            shown[method] = shown[method] and scope >= MINIMUM_SCOPE[method]
+    return {method.value: shown[method] for method in CONTROL_ORDER}
+
+
+def _run_context(caller: Caller, run) -> dict:
+    pause = pause_selectors.pause_open_for_run(run=run)
+    controls = run_controls(caller, run, pause)
+    return {
+        "run": run,
+        "pause": pause,
+        "controls": controls,
+        "any_control": any(controls.values()),
+        "scope": caller_scope(caller, run),
+        "scope_name": Scope(caller_scope(caller, run)).name.lower(),
+        "children": list(selectors.runs_visible(caller=caller).filter(parent=run)),
+        "steering": selectors.run_steering(run=run),
+        "event_id": uuid.uuid4().hex,
+        # Keyed on what changes which controls exist, so a live refresh does not wipe a
+        # half-typed form when nothing about the controls changed.
+        "controls_key": f"{run.status}:{pause.pk if pause else ''}",
+    }
+
+
+HIDDEN_KEYS = frozenset({"TaskID", "Token", "PauseToken"})
+
+
+def _short(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
+def timeline_entry(event) -> dict:
+    """One line of a run's timeline (the page's script renders live ones the same way)."""
+    summary = " · ".join(
+        f"{key}: {_short(value)}" for key, value in event.payload.items()
+        if not key.startswith("_") and key not in HIDDEN_KEYS and value not in (None, "", [], {})
+    )
+    return {
+        "sequence": event.sequence, "type": event.type, "category": event.type.split(".")[0],
+        "summary": summary, "occurred_at": event.occurred_at,
+    }
+
+
+@member_required
+@require_GET
+def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = selectors.run_visible(caller=request.caller, run_id=run_id)
+    if run is None:
+        raise Http404("no such run")
+    context = _run_context(request.caller, run)
+    if request.GET.get("fragment") == "state":
+        return render(request, "runs/_run_state.html", context)
+    events = selectors.run_events(run=run)
+    context.update(
+        events=[timeline_entry(event) for event in events],
+        last_sequence=events[-1].sequence if events else 0,
+        page="console",
+    )
+    return render(request, "runs/run_detail.html", context)
+
+
+@member_required
+@require_POST
+def run_steer(request: HttpRequest, run_id: str, method: str) -> HttpResponse:
+    caller = request.caller
+    back = safe_next(request, reverse("run", args=[run_id]))
+    run = selectors.run_visible(caller=caller, run_id=run_id)
+    if run is None:
+        raise Http404("no such run")
+    try:
+        payload = steering_payload(method, request.POST)
+        if method in ("approve", "reject", "resume") and request.POST.get("pause"):
+            pause = pause_selectors.pause_of_run(run=run, pause_id=request.POST["pause"])
+            token = token_unseal(pause.token_sealed) if pause else None
+            if token:
+                payload["token"] = token
+        receipt = steering_submit(
+            caller=caller, run_id=run.pk, method=method, payload=payload,
+            event_id=request.POST.get("event_id") or None,
+        )
+    except SteeringFormError as error:
+        messages.error(request, str(error))
+    except HarborError as error:
+        messages.error(request, error_text(error))
+    else:
+        if receipt.replayed:
+            messages.info(request, f"{method} was already sent; it was not sent twice.")
+        else:
+            messages.success(request, CONFIRMATIONS.get(method, f"{method} sent."))
+    return redirect(back)
+
+
+CONFIRMATIONS = {
+    "cancel": "Cancel sent: the run stops at its next step boundary.",
+    "pause": "Pause sent: the run parks at its next step boundary.",
+    "resume": "Resumed.",
+    "approve": "Approved: the gated call runs now.",
+    "reject": "Rejected: the gated call will not run and the run has ended.",
+    "redirect": "Redirect sent: the planner sees the new goal on its next step.",
+    "inject_context": "Context sent: the planner sees it on its next step.",
+    "user_message": "Message sent.",
+    "prioritize": "Priority changed.",
+}
+
+
+# --- Start a run --------------------------------------------------------------------------------
+
+
+@member_required
+@require_http_methods(["GET", "POST"])
+def run_new(request: HttpRequest) -> HttpResponse:
+    form = StartRunForm(request.POST or None, initial={"agent_id": request.GET.get("agent", "deploy")})
+    if request.method == "POST" and form.is_valid():
+        try:
+            run, _ = run_start(
+                caller=request.caller, query=form.cleaned_data["query"], agent_id=form.cleaned_data["agent_id"],
+                priority=form.cleaned_data["priority"],
+            )
+        except HarborError as error:
+            messages.error(request, error_text(error))
+        else:
+            messages.success(request, f"Started a {run.agent_id} run.")
+            return redirect("run", run_id=run.pk)
+    return render(request, "runs/start.html", {"form": form, "page": "start"})

@@ -1,0 +1,268 @@
+/* Harbor pages: live updates over /ws/events/, relative times, deadline countdowns and
+   the argument diff. Plain JavaScript, no build step; every page works without it. */
+(function () {
+  "use strict";
+
+  const body = document.body;
+  const page = body.dataset.page;
+
+  /* ---- Relative times and countdowns ------------------------------------------------ */
+
+  function relative(date) {
+    const seconds = Math.round((Date.now() - date.getTime()) / 1000);
+    const abs = Math.abs(seconds);
+    const unit = abs < 60 ? [abs, "s"] : abs < 3600 ? [Math.floor(abs / 60), "min"]
+      : abs < 86400 ? [Math.floor(abs / 3600), "h"] : [Math.floor(abs / 86400), "d"];
+    if (abs < 5) return "just now";
+    return seconds >= 0 ? `${unit[0]} ${unit[1]} ago` : `in ${unit[0]} ${unit[1]}`;
+  }
+
+  function countdown(deadline) {
+    let left = Math.round((deadline.getTime() - Date.now()) / 1000);
+    if (left <= 0) return ["expired", true];
+    const h = Math.floor(left / 3600); left -= h * 3600;
+    const m = Math.floor(left / 60); const s = left - m * 60;
+    const text = (h ? `${h}h ` : "") + (h || m ? `${m}m ` : "") + `${s}s left`;
+    return [text, deadline.getTime() - Date.now() < 60000];
+  }
+
+  function tick(root) {
+    (root || document).querySelectorAll("time[data-relative]").forEach((el) => {
+      const d = new Date(el.getAttribute("datetime"));
+      if (!isNaN(d)) el.textContent = relative(d);
+    });
+    (root || document).querySelectorAll("[data-deadline]").forEach((el) => {
+      const d = new Date(el.dataset.deadline);
+      if (isNaN(d)) return;
+      const [text, urgent] = countdown(d);
+      el.textContent = text;
+      el.classList.toggle("urgent", urgent);
+    });
+  }
+  setInterval(tick, 1000);
+  tick();
+
+  /* ---- Notes -------------------------------------------------------------------------- */
+
+  function note(text) {
+    const box = document.querySelector("[data-toasts]");
+    if (!box) return;
+    const el = document.createElement("div");
+    el.className = "toast";
+    el.textContent = text;
+    box.appendChild(el);
+    setTimeout(() => el.remove(), 12000);
+  }
+
+  /* ---- The socket ------------------------------------------------------------------- */
+
+  const indicator = document.querySelector("[data-live-indicator]");
+  function setLive(on) {
+    if (!indicator) return;
+    indicator.hidden = false;
+    indicator.textContent = on ? "live" : "reconnecting…";
+    indicator.classList.toggle("offline", !on);
+  }
+
+  /* Listen to /ws/events/ (narrowed to one run when given), reconnecting with a growing
+     delay and asking for a replay from the last sequence seen, so nothing is missed. */
+  function listen({ run, after, onEvent, onOpen }) {
+    let cursor = after;
+    let delay = 500;
+    function connect() {
+      const params = new URLSearchParams();
+      if (run) params.set("run", run);
+      if (cursor !== undefined && cursor !== null) params.set("after", String(cursor));
+      const scheme = location.protocol === "https:" ? "wss" : "ws";
+      const socket = new WebSocket(`${scheme}://${location.host}${body.dataset.ws}?${params}`);
+      socket.onopen = () => { delay = 500; setLive(true); if (onOpen) onOpen(); };
+      socket.onmessage = (message) => {
+        const envelope = JSON.parse(message.data);
+        if (typeof envelope.sequence === "number") cursor = Math.max(cursor || 0, envelope.sequence);
+        onEvent(envelope);
+      };
+      socket.onclose = (event) => {
+        setLive(false);
+        if (event.code === 4401 || event.code === 4403 || event.code === 4404) {
+          if (indicator) indicator.textContent = "offline";
+          return; // signed out, revoked or gone: reconnecting would not help
+        }
+        setTimeout(connect, delay);
+        delay = Math.min(delay * 2, 10000);
+      };
+    }
+    connect();
+  }
+
+  function debounce(fn, ms) {
+    let timer = null;
+    return () => { clearTimeout(timer); timer = setTimeout(fn, ms); };
+  }
+
+  async function fetchFragment() {
+    const response = await fetch(body.dataset.fragment, { headers: { "X-Requested-With": "fetch" }, credentials: "same-origin" });
+    if (!response.ok) throw new Error(`fragment: ${response.status}`);
+    const template = document.createElement("template");
+    template.innerHTML = await response.text();
+    return template.content;
+  }
+
+  /* ---- The argument editor: a diff of the edits before approving ---------------------- */
+
+  function wireEditors(root) {
+    root.querySelectorAll("[data-approve-form]").forEach((form) => {
+      if (form.dataset.wired) return;
+      form.dataset.wired = "1";
+      const diff = form.querySelector("[data-diff]");
+      const button = form.querySelector("[data-approve-button]");
+      const inputs = form.querySelectorAll("[data-arg]");
+      if (!diff || !inputs.length) return;
+      const render = () => {
+        diff.replaceChildren();
+        let changes = 0;
+        inputs.forEach((input) => {
+          if (input.value === input.dataset.original) return;
+          changes += 1;
+          const del = document.createElement("span");
+          del.className = "del";
+          del.textContent = `- ${input.dataset.arg}: ${input.dataset.original}`;
+          const add = document.createElement("span");
+          add.className = "add";
+          add.textContent = `+ ${input.dataset.arg}: ${input.value}`;
+          diff.append(del, add);
+        });
+        if (!changes) {
+          const none = document.createElement("span");
+          none.className = "muted";
+          none.textContent = "No changes.";
+          diff.append(none);
+        }
+        button.textContent = changes ? `Approve with ${changes} edit${changes > 1 ? "s" : ""}` : "Approve";
+      };
+      inputs.forEach((input) => input.addEventListener("input", render));
+      render();
+    });
+  }
+  wireEditors(document);
+
+  /* ---- Inbox: new pauses appear, decided ones leave ---------------------------------- */
+
+  if (page === "inbox") {
+    const actors = {}; // run id -> who decided, from tool.approved / tool.rejected
+    const decided = {}; // run id -> decision, from pause.resumed
+    const refresh = debounce(async () => {
+      const fresh = await fetchFragment();
+      const list = document.querySelector("[data-cards]");
+      const incoming = fresh.querySelector("[data-cards]");
+      const keep = new Set([...incoming.querySelectorAll("[data-pause]")].map((c) => c.dataset.pause));
+      list.querySelectorAll("[data-pause]").forEach((card) => {
+        if (keep.has(card.dataset.pause)) return;
+        const run = card.dataset.run;
+        const who = actors[run] ? ` by ${actors[run]}` : "";
+        const what = decided[run] ? ` (${decided[run]})` : "";
+        const title = card.querySelector("h2").textContent.replace(/\s+/g, " ").trim();
+        note(`“${title}” was decided elsewhere${who}${what}.`);
+        card.classList.add("leaving");
+        setTimeout(() => card.remove(), 400);
+      });
+      const present = new Set([...list.querySelectorAll("[data-pause]")].map((c) => c.dataset.pause));
+      incoming.querySelectorAll("[data-pause]").forEach((card) => {
+        if (present.has(card.dataset.pause)) return;
+        card.classList.add("arrived");
+        list.prepend(card);
+        wireEditors(card);
+        tick(card);
+      });
+      setTimeout(() => {
+        const count = list.querySelectorAll("[data-pause]:not(.leaving)").length;
+        const empty = list.querySelector("[data-empty]");
+        if (count && empty) empty.remove();
+        if (!count && !list.querySelector("[data-empty]")) {
+          const placeholder = incoming.querySelector("[data-empty]");
+          if (placeholder) list.append(placeholder);
+        }
+        const counter = document.querySelector("[data-open-count]");
+        if (counter) counter.textContent = String(count);
+      }, 450);
+    }, 150);
+    listen({
+      onOpen: refresh,
+      onEvent: (e) => {
+        if (e.type === "tool.approved" || e.type === "tool.rejected") actors[e.run] = e.payload.Actor;
+        if (e.type === "pause.resumed") decided[e.run] = e.payload.Decision;
+        if (e.type.startsWith("pause.") || e.type.startsWith("tool.") || e.type.startsWith("task.")) refresh();
+      },
+    });
+  }
+
+  /* ---- Runs list: rows follow the runs ----------------------------------------------- */
+
+  if (page === "console") {
+    const refresh = debounce(async () => {
+      const fresh = await fetchFragment();
+      const rows = fresh.querySelector("[data-rows]");
+      const current = document.querySelector("[data-rows]");
+      const before = new Map([...current.querySelectorAll("tr[data-run]")].map((r) => [r.dataset.run, r.dataset.status]));
+      rows.querySelectorAll("tr[data-run]").forEach((row) => {
+        if (before.get(row.dataset.run) !== row.dataset.status) row.classList.add("changed");
+      });
+      current.replaceWith(rows);
+      tick(rows);
+    }, 250);
+    listen({
+      onOpen: refresh,
+      onEvent: (e) => { if (e.type.startsWith("task.") || e.type.startsWith("pause.")) refresh(); },
+    });
+  }
+
+  /* ---- Run page: the timeline streams in, the state follows -------------------------- */
+
+  const HIDDEN = new Set(["TaskID", "Token", "PauseToken"]);
+  function summary(payload) {
+    return Object.entries(payload || {})
+      .filter(([k, v]) => !k.startsWith("_") && !HIDDEN.has(k) && v !== null && v !== "" &&
+        !(Array.isArray(v) && !v.length) && !(typeof v === "object" && !Array.isArray(v) && !Object.keys(v).length))
+      .map(([k, v]) => {
+        const text = typeof v === "string" ? v : JSON.stringify(v);
+        return `${k}: ${text.length > 160 ? text.slice(0, 159) + "…" : text}`;
+      }).join(" · ");
+  }
+
+  if (page === "run") {
+    const timeline = document.querySelector("[data-timeline]");
+    const seen = new Set([...timeline.querySelectorAll("[data-seq]")].map((li) => Number(li.dataset.seq)));
+    const refresh = debounce(async () => {
+      const fresh = await fetchFragment();
+      const state = document.querySelector("[data-state]");
+      const incoming = fresh.querySelector("[data-state]");
+      const oldControls = state.querySelector('[data-region="controls"]');
+      const newControls = incoming.querySelector('[data-region="controls"]');
+      // Keep the controls (and anything half-typed in them) unless what they offer changed.
+      if (oldControls && newControls && oldControls.dataset.key === newControls.dataset.key) {
+        newControls.replaceWith(oldControls);
+      }
+      state.replaceWith(incoming);
+      tick(incoming);
+    }, 200);
+    listen({
+      run: body.dataset.run,
+      after: Number(body.dataset.after || 0),
+      onOpen: refresh,
+      onEvent: (e) => {
+        if (seen.has(e.sequence)) return;
+        seen.add(e.sequence);
+        const li = document.createElement("li");
+        li.className = `ev ev-${e.type.split(".")[0]} new`;
+        li.dataset.seq = e.sequence;
+        const seq = document.createElement("span"); seq.className = "seq"; seq.textContent = `#${e.sequence}`;
+        const type = document.createElement("code"); type.className = "type"; type.textContent = e.type;
+        const text = document.createElement("span"); text.className = "summary"; text.textContent = summary(e.payload);
+        const time = document.createElement("time"); time.dataset.relative = ""; time.setAttribute("datetime", e.occurred_at);
+        time.textContent = relative(new Date(e.occurred_at));
+        li.append(seq, type, text, time);
+        timeline.append(li);
+        refresh();
+      },
+    });
+  }
+})();

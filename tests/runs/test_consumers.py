@@ -1,0 +1,178 @@
+"""The websocket stream of the pages (PROTOCOL §5, websockets), through the real ASGI
+application: origin check, session auth, permission-filtered delivery and replay."""
+
+import asyncio
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from harbor_site.asgi import application
+from runs.models import Event
+from runs.permissions import membership_revoke
+from runs.services import run_start
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+ORIGIN = (b"origin", b"http://testserver")
+
+
+@database_sync_to_async
+def session_cookie(username: str) -> tuple[bytes, bytes]:
+    client = Client()
+    assert client.login(username=username, password=f"{username}-password")
+    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+
+
+@database_sync_to_async
+def start(people, user: str, query: str = "count to 3", agent_id: str = "countdown"):
+    run, _ = run_start(caller=people.caller(user), query=query, agent_id=agent_id)
+    return run
+
+
+@database_sync_to_async
+def revoke(people, username: str) -> None:
+    from django.contrib.auth import get_user_model
+
+    membership_revoke(tenant=people.acme, user=get_user_model().objects.get(username=username))
+
+
+async def connect(path: str = "/ws/events/", user: str | None = None, origin=ORIGIN):
+    headers = [origin] if origin else []
+    if user:
+        headers.append(await session_cookie(user))
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, code = await communicator.connect(timeout=5)
+    return communicator, connected, code
+
+
+async def test_anonymous_is_refused(people_tx):
+    communicator, connected, code = await connect()
+    assert not connected and code == 4401
+
+
+async def test_a_foreign_origin_is_refused_even_with_a_valid_session(people_tx):
+    communicator, connected, _ = await connect(user="bob", origin=(b"origin", b"https://evil.example"))
+    assert not connected
+    communicator, connected, _ = await connect(user="bob", origin=None)  # no Origin at all
+    assert not connected
+
+
+async def test_the_tenant_stream_delivers_envelopes_live(people_tx):
+    communicator, connected, _ = await connect(user="bob")
+    assert connected
+    run = await start(people_tx, "alice")
+    envelope = await communicator.receive_json_from(timeout=5)
+    assert envelope["type"] == "task.spawned" and envelope["run"] == run.pk
+    assert envelope["tenant"] == "acme" and envelope["user"] == "alice"
+    assert set(envelope) == {"type", "sequence", "occurred_at", "tenant", "user", "session", "run", "payload"}
+    await communicator.disconnect()
+
+
+async def test_another_tenant_receives_nothing(people_tx):
+    gina, connected, _ = await connect(user="gina")
+    assert connected
+    await start(people_tx, "alice")
+    assert await gina.receive_nothing(timeout=0.5)
+    await gina.disconnect()
+
+
+async def test_a_member_receives_nothing_of_anothers_run(people_tx):
+    mallory, connected, _ = await connect(user="mallory")
+    assert connected
+    await start(people_tx, "alice")
+    assert await mallory.receive_nothing(timeout=0.5)
+    mine = await start(people_tx, "mallory")
+    assert (await mallory.receive_json_from(timeout=5))["run"] == mine.pk
+    await mallory.disconnect()
+
+
+async def test_a_run_stream_refuses_a_run_the_user_may_not_see(people_tx):
+    run = await start(people_tx, "alice")
+    for user in ("gina", "mallory"):
+        communicator, connected, code = await connect(f"/ws/events/?run={run.pk}", user=user)
+        assert not connected and code == 4404
+    communicator, connected, _ = await connect(f"/ws/events/?run={run.pk}", user="olivia")
+    assert connected
+    await communicator.disconnect()
+
+
+async def test_replay_after_a_reconnect_misses_nothing(people_tx):
+    run = await start(people_tx, "alice")
+    first, connected, _ = await connect(f"/ws/events/?run={run.pk}&after=0", user="olivia")
+    seen = [(await first.receive_json_from(timeout=5))["sequence"]]
+    await first.disconnect()
+    # While disconnected, the run advances.
+    from runs.runtime.dispatch import drain
+
+    await database_sync_to_async(drain)()
+    logged = await database_sync_to_async(lambda: list(Event.objects.filter(run_id=run.pk).order_by("sequence").values_list("sequence", "type")))()
+    assert len(logged) > 3 and logged[-1][1] == "task.completed"
+    again, connected, _ = await connect(f"/ws/events/?run={run.pk}&after={seen[-1]}", user="olivia")
+    assert connected
+    replayed = [await again.receive_json_from(timeout=5) for _ in logged[1:]]
+    assert [e["sequence"] for e in replayed] == [seq for seq, _ in logged[1:]]
+    assert replayed[-1]["type"] == "task.completed" and "Counted to 3" in replayed[-1]["payload"]["Answer"]
+    assert await again.receive_nothing(timeout=0.3)  # and nothing twice
+    await again.disconnect()
+
+
+async def test_the_tenant_replay_is_filtered_too(people_tx):
+    await start(people_tx, "alice")
+    mine = await start(people_tx, "mallory")
+    mallory, connected, _ = await connect("/ws/events/?after=0", user="mallory")
+    assert connected
+    envelope = await mallory.receive_json_from(timeout=5)
+    assert envelope["run"] == mine.pk
+    assert await mallory.receive_nothing(timeout=0.3)
+    await mallory.disconnect()
+
+
+async def test_a_revoked_membership_closes_the_socket(people_tx):
+    bob, connected, _ = await connect(user="bob")
+    assert connected
+    await revoke(people_tx, "bob")
+    await start(people_tx, "alice")
+    output = await bob.receive_output(timeout=5)
+    assert output == {"type": "websocket.close", "code": 4403}
+
+
+async def test_a_quiet_socket_closes_when_its_membership_goes(people_tx, settings):
+    settings.HARBOR_WS_RECHECK_SECONDS = 0.1
+    bob, connected, _ = await connect(user="bob")
+    assert connected
+    await revoke(people_tx, "bob")
+    output = await bob.receive_output(timeout=5)
+    assert output == {"type": "websocket.close", "code": 4403}
+
+
+async def test_tokens_go_only_to_the_owner(people_tx):
+    run = await start(people_tx, "alice", query="deploy build 1 to qa", agent_id="deploy")
+    bob, _, _ = await connect(f"/ws/events/?run={run.pk}", user="bob")
+    alice, _, _ = await connect(f"/ws/events/?run={run.pk}", user="alice")
+    from runs.runtime.dispatch import drain
+
+    await database_sync_to_async(drain)()
+
+    async def requested(communicator):
+        while True:
+            envelope = await communicator.receive_json_from(timeout=5)
+            if envelope["type"] == "pause.requested":
+                return envelope
+
+    assert (await requested(alice))["payload"]["Token"].startswith("hrbp_")
+    assert (await requested(bob))["payload"]["Token"] is None
+    await bob.disconnect()
+    await alice.disconnect()
+
+
+async def test_clients_cannot_write_or_pick_groups(people_tx):
+    """Anything a client sends is ignored, and a malformed run id is refused before any
+    group is joined."""
+    communicator, connected, code = await connect("/ws/events/?run=../tenant.1", user="ada")
+    assert not connected and code == 4400
+    communicator, connected, _ = await connect(user="ada")
+    await communicator.send_json_to({"type": "harbor.event", "event": 1})
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
