@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc served from our own static files, no CDN
     "channels",
     "guardian",
     "runs",
@@ -132,7 +133,49 @@ if HTTPS:
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # /v1/ speaks bearer JWTs only (runs.auth); one handler maps every error to PROTOCOL §7.
+    "DEFAULT_AUTHENTICATION_CLASSES": ["runs.auth.BearerAuthentication"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "runs.api.exception_handler",
 }
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Harbor Protocol",
+    "DESCRIPTION": "Harbor Protocol 0.1.0 over HTTP: task control, the nine steering methods, pauses and "
+                   "resume tokens, tasks, and the event stream (GET /v1/events, Server-Sent Events). "
+                   "Errors are {code, message}. A walkthrough: docs/protocol-walkthrough.md.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": ["pending", "running", "paused", "complete", "failed", "cancelled"],
+        "PauseStateEnum": ["paused", "resumed"],
+        "PauseStatusFilterEnum": ["paused", "resumed", "any"],
+        "ReasonEnum": ["approval_required", "external_event", "await_input"],
+        "CauseEnum": ["hitl_approval", "tool_oauth", "a2a", "operator"],
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "runs.api.document_event_stream",
+    ],
+}
+
+# --- API identity (runs.auth) -------------------------------------------------------------
+# Public keys trusted for bearer JWTs: PEM text, or comma-separated paths to PEM files.
+HARBOR_JWT_PUBLIC_KEYS = os.environ.get("HARBOR_JWT_PUBLIC_KEYS", "")
+# The embedded default also trusts its development key pair (var/jwt-dev-key.pem), which
+# `manage.py harbor_token` signs with. Production never does.
+HARBOR_JWT_DEV_KEYS = EMBEDDED and os.environ.get("HARBOR_JWT_DEV_KEYS", "1") == "1"
+# Refused decisions (token guessing) before 429 rate_limited, per identity and per address.
+HARBOR_REFUSAL_WINDOW_SECONDS = int(os.environ.get("HARBOR_REFUSAL_WINDOW_SECONDS", "900"))
+HARBOR_REFUSALS_PER_IDENTITY = int(os.environ.get("HARBOR_REFUSALS_PER_IDENTITY", "10"))
+HARBOR_REFUSALS_PER_ADDRESS = int(os.environ.get("HARBOR_REFUSALS_PER_ADDRESS", "30"))
+# The SSE stream's keepalive comment interval.
+HARBOR_SSE_KEEPALIVE_SECONDS = float(os.environ.get("HARBOR_SSE_KEEPALIVE_SECONDS", "15"))
 
 # --- Runtime -----------------------------------------------------------------------------
 # "thread": advance runs on threads in this process (embedded); "celery": enqueue Celery

@@ -1,1 +1,20 @@
-urlpatterns: list = []
+"""/v1/: the Harbor Protocol over HTTP (PROTOCOL §2), its OpenAPI description and docs."""
+
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from . import api, sse
+
+urlpatterns = [
+    path("control/start", api.StartView.as_view(), name="api-start"),
+    *[path(f"control/{method}", view.as_view(), name=f"api-control-{method}") for method, view in api.CONTROL_VIEWS.items()],
+    path("control/<str:method>", api.UnknownMethodView.as_view(), name="api-control-unknown"),
+    path("pause/list", api.PauseListView.as_view(), name="api-pause-list"),
+    path("tasks/list", api.TaskListView.as_view(), name="api-tasks-list"),
+    path("tasks/get", api.TaskGetView.as_view(), name="api-tasks-get"),
+    path("events", sse.events_stream, name="api-events"),
+    path("openapi.json", SpectacularJSONAPIView.as_view(), name="api-schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("redoc", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    re_path(r"^.*$", api.not_found, name="api-not-found"),
+]

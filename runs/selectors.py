@@ -181,6 +181,6 @@ def task_detail(*, caller: Caller, run_id) -> dict:
     pauses = pauses_visible(caller=caller).filter(run=run).order_by("created_at", "pk")
     return {
         **task_row(run),
-        "pauses": pause_snapshots(pauses),
+        "pauses": pause_snapshots(pauses, caller=caller),
         "steering": [steering_row(s) for s in run_steering(run=run)],
     }

@@ -1,0 +1,46 @@
+"""Mint a bearer JWT for the /v1 API.
+
+Signed by the development key pair, which only the embedded default trusts; production
+trusts only its configured public keys, so there a token needs `--private-key` (the
+private half of one of them)."""
+
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.auth import token_issue
+
+
+class Command(BaseCommand):
+    help = "Print a Harbor API token (JWT) for a tenant, user and session."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--tenant", required=True)
+        parser.add_argument("--user", required=True)
+        parser.add_argument("--session", help="the session claim (X-Harbor-Session overrides it)")
+        parser.add_argument("--scope", action="append", default=[], dest="scopes",
+                            help="a scope claim, e.g. --scope admin (repeatable)")
+        parser.add_argument("--ttl", type=int, default=12 * 3600, help="lifetime in seconds (default 12 hours)")
+        parser.add_argument("--private-key", help="sign with this PEM private key instead of the development key")
+
+    def handle(self, *args, **options):
+        key = None
+        if options["private_key"]:
+            try:
+                key = serialization.load_pem_private_key(Path(options["private_key"]).read_bytes(), password=None)
+            except (OSError, ValueError, TypeError) as error:
+                raise CommandError(f"cannot read the private key: {error}") from None
+        elif not settings.HARBOR_JWT_DEV_KEYS:
+            raise CommandError(
+                "this deployment does not trust the development key pair (only the embedded default does); "
+                "pass --private-key with the private half of a key in HARBOR_JWT_PUBLIC_KEYS"
+            )
+        if options["ttl"] <= 0:
+            raise CommandError("--ttl must be positive")
+        token = token_issue(
+            tenant=options["tenant"], user=options["user"], session=options["session"],
+            scopes=options["scopes"], ttl=options["ttl"], private_key=key,
+        )
+        self.stdout.write(token)
