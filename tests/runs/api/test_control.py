@@ -1,0 +1,303 @@
+"""PROTOCOL §2-§4 over HTTP: start, the nine methods, scopes, idempotency, synchronous
+decisions. Every method has a happy path and a malformed request."""
+
+import pytest
+
+from approvals.models import DecisionRefusal, Pause
+from runs.models import Event, Run, RunStatus, SteeringInstruction
+from runs.runtime.dispatch import drain
+
+from .conftest import mint
+
+
+def _types(run: str) -> list[str]:
+    return list(Event.objects.filter(run_id=run).order_by("sequence").values_list("type", flat=True))
+
+
+def _parked_deploy(api, user="alice") -> tuple[str, str]:
+    run = api.start("deploy build 42 to staging", "deploy", user=user)
+    drain()
+    snapshot = api.ok("/v1/pause/list", {"identity": {}, "filter": {"run_ids": [run]}}, user=user)["snapshots"][0]
+    return run, snapshot["token"]
+
+
+# --- start ------------------------------------------------------------------------------------
+
+
+def test_start_answers_the_task_id_and_protocol_version(api):
+    body = api.ok("/v1/control/start", {"identity": {}, "query": "count to 2", "agent_id": "countdown", "priority": 3})
+    assert body == {"task_id": body["task_id"], "reused": False, "protocol_version": "0.1.0"}
+    run = Run.objects.get(pk=body["task_id"])
+    assert (run.owner.username, run.session, run.priority, run.status) == ("alice", "s1", 3, RunStatus.PENDING)
+
+
+def test_start_defaults_to_the_deploy_agent_and_accepts_a_parent(api):
+    parent = api.start()
+    child = api.ok("/v1/control/start", {"query": "deploy build 1", "parent_run": parent, "cancel_policy": "isolate"})
+    run = Run.objects.get(pk=child["task_id"])
+    assert (run.agent_id, run.parent_id, run.cancel_policy) == ("deploy", parent, "isolate")
+
+
+def test_start_with_an_idempotency_key_is_reused_per_identity(api):
+    body = {"identity": {}, "query": "q", "agent_id": "countdown", "idempotency_key": "k-1"}
+    first = api.ok("/v1/control/start", body)
+    again = api.ok("/v1/control/start", body)
+    assert again == {**first, "reused": True}
+    other_session = api.ok("/v1/control/start", body, session="s2")
+    assert not other_session["reused"] and other_session["task_id"] != first["task_id"]
+    assert Run.objects.count() == 2
+
+
+@pytest.mark.parametrize("body", [
+    {"identity": {}},
+    {"query": ""},
+    {"query": 42},
+    {"query": "q", "agent_id": "nope"},
+    {"query": "q", "priority": "5"},
+    {"query": "q", "priority": True},
+    {"query": "q", "priority": 5000},
+    {"query": "q", "cancel_policy": "orphan"},
+    {"query": "q", "idempotency_key": ""},
+    {"query": "q", "identity": "alice"},
+])
+def test_start_refuses_malformed_requests(api, body):
+    api.error("/v1/control/start", body, status=400, code="invalid_request")
+    assert not Run.objects.exists()
+
+
+def test_start_with_an_unknown_or_foreign_parent_is_not_found(api):
+    foreign = api.start(user="gina")
+    api.error("/v1/control/start", {"query": "q", "parent_run": foreign}, status=404, code="not_found")
+    api.error("/v1/control/start", {"query": "q", "parent_run": "01NOPE"}, status=404, code="not_found")
+
+
+# --- the nine methods: happy paths ---------------------------------------------------------------
+
+
+def test_cancel_a_queued_run_at_once(api):
+    run = api.start()
+    assert api.control("cancel", run, {"hard": True}).json() == {
+        "accepted": True, "method": "cancel", "protocol_version": "0.1.0"}
+    assert Run.objects.get(pk=run).status == RunStatus.CANCELLED
+
+
+def test_pause_then_resume_an_operator_pause(api, settings):
+    run = api.start("count to 3")
+    Run.objects.filter(pk=run).update(status=RunStatus.RUNNING)  # mid-flight: pause waits for the boundary
+    assert api.control("pause", run).status_code == 200
+    drain()
+    assert Run.objects.get(pk=run).status == RunStatus.PAUSED
+    pause = Pause.objects.get(run_id=run)
+    assert pause.cause == "operator" and pause.reason == "await_input"
+    assert api.control("resume", run, {}).status_code == 200
+    drain()
+    assert Run.objects.get(pk=run).status == RunStatus.COMPLETE
+    assert "pause.resumed" in _types(run)
+
+
+def test_approve_with_edited_args_runs_the_gated_call(api):
+    run, token = _parked_deploy(api)
+    assert api.control("approve", run, {"token": token, "reason": "ok", "args": {"environment": "canary"}}).json()[
+        "accepted"]
+    drain()
+    run_row = Run.objects.get(pk=run)
+    assert run_row.status == RunStatus.COMPLETE and run_row.answer == "Deployed build 42 to canary."
+
+
+def test_reject_ends_the_run_failed(api):
+    run, token = _parked_deploy(api)
+    assert api.control("reject", run, {"token": token, "reason": "not today"}).status_code == 200
+    run_row = Run.objects.get(pk=run)
+    assert (run_row.status, run_row.failure_code) == (RunStatus.FAILED, "constraints_conflict")
+    assert "tool.rejected" in _types(run) and "tool.invoked" not in _types(run)[-3:]
+
+
+def test_approve_without_a_token_targets_the_open_pause(api):
+    run, _ = _parked_deploy(api)
+    assert api.control("approve", run, {}).status_code == 200
+
+
+@pytest.mark.parametrize("method, payload, event", [
+    ("redirect", {"goal": "count to 1 instead"}, "task.redirected"),
+    ("inject_context", {"note": "prod is frozen"}, "context.injected"),
+    ("user_message", {"message": "hurry"}, "message.received"),
+])
+def test_boundary_steering_applies_at_the_next_step(api, method, payload, event):
+    run = api.start("count to 2")
+    assert api.control(method, run, payload).status_code == 200
+    assert SteeringInstruction.objects.get(run_id=run).state == "pending"
+    drain()
+    assert event in _types(run)
+    assert SteeringInstruction.objects.get(run_id=run).state == "applied"
+
+
+def test_prioritize_needs_admin_and_applies_at_once(api):
+    run = api.start()
+    api.error("/v1/control/prioritize", {"identity": {"run": run}, "payload": {"priority": 9}},
+              status=403, code="scope_mismatch")
+    assert api.control("prioritize", run, {"priority": 9}, user="ada").status_code == 200
+    assert Run.objects.get(pk=run).priority == 9
+    assert "task.prioritised" in _types(run)
+
+
+# --- the nine methods: malformed requests -----------------------------------------------------
+
+
+@pytest.mark.parametrize("method, body", [
+    ("cancel", {"identity": {"run": "R"}, "payload": {"hard": "yes"}}),
+    ("pause", {"identity": {}}),
+    ("resume", {"identity": {"run": "R"}, "payload": {"token": 7}}),
+    ("approve", {"identity": {"run": "R"}, "payload": {"args": [1]}}),
+    ("reject", {"identity": {"run": "R"}, "payload": "no"}),
+    ("redirect", {"identity": {"run": "R"}, "payload": {"goal": ""}}),
+    ("inject_context", {"identity": {"run": "R"}, "payload": {}}),
+    ("user_message", {"identity": {"run": "R"}, "payload": {"message": "   "}}),
+    ("prioritize", {"identity": {"run": "R"}, "payload": {"priority": "high"}}),
+    ("cancel", {"identity": {"run": "R"}, "event_id": ""}),
+    ("cancel", {"identity": {"run": "R", "scope": "root"}}),
+    ("cancel", {"identity": {"run": 12}}),
+])
+def test_malformed_controls_are_invalid_requests_and_change_nothing(api, method, body):
+    run = api.start()
+    body = {**body, "identity": {k: (run if v == "R" else v) for k, v in body["identity"].items()}}
+    before = SteeringInstruction.objects.count(), Run.objects.get(pk=run).status
+    api.error(f"/v1/control/{method}", body, status=400, code="invalid_request")
+    assert (SteeringInstruction.objects.count(), Run.objects.get(pk=run).status) == before
+
+
+def test_an_unknown_method_is_404_unknown_method(api):
+    run = api.start()
+    for name in ("explode", "START", "approve2", "x" * 300):
+        api.error(f"/v1/control/{name}", {"identity": {"run": run}}, status=404, code="unknown_method")
+
+
+# --- scopes, tenants, terminal runs -----------------------------------------------------------
+
+
+def test_another_tenants_run_is_not_found_for_every_method(api):
+    run = api.start(user="gina")
+    for method in ("cancel", "pause", "resume", "approve", "reject", "redirect", "inject_context", "user_message",
+                   "prioritize"):
+        payload = {"redirect": {"goal": "g"}, "inject_context": {"a": 1}, "user_message": {"message": "m"},
+                   "prioritize": {"priority": 1}}.get(method, {})
+        api.error(f"/v1/control/{method}", {"identity": {"run": run}, "payload": payload}, user="ada",
+                  scopes=["admin"], status=404, code="not_found")
+    assert not SteeringInstruction.objects.exists()
+
+
+def test_an_unknown_or_terminal_run_is_not_found(api):
+    api.error("/v1/control/cancel", {"identity": {"run": "01UNKNOWN"}}, status=404, code="not_found")
+    run = api.start()
+    api.control("cancel", run)
+    api.error("/v1/control/redirect", {"identity": {"run": run}, "payload": {"goal": "g"}}, status=404,
+              code="not_found")
+
+
+def test_below_the_minimum_scope_is_scope_mismatch(api):
+    run = api.start()
+    # bob (approver) sees alice's run but holds no steering scope on it.
+    api.error("/v1/control/redirect", {"identity": {"run": run}, "payload": {"goal": "g"}}, user="bob",
+              status=403, code="scope_mismatch")
+    # the owner from another session holds owner_user, so session_user methods are fine.
+    assert api.control("user_message", run, {"message": "hi"}, session="s2").status_code == 200
+
+
+def test_a_requested_scope_the_caller_lacks_is_identity_scope_required(api):
+    run = api.start()
+    api.error("/v1/control/cancel", {"identity": {"run": run, "scope": "admin"}}, status=403,
+              code="identity_scope_required")
+    assert api.control("cancel", run, identity={"scope": "owner_user"}).status_code == 200
+
+
+def test_an_operator_steers_as_if_owner(api):
+    run = api.start()
+    assert api.control("redirect", run, {"goal": "new goal"}, user="olivia").status_code == 200
+
+
+# --- idempotent controls ---------------------------------------------------------------------
+
+
+def test_a_control_event_id_is_applied_once_and_acknowledged_again(api):
+    run = api.start()
+    first = api.control("user_message", run, {"message": "once"}, event_id="e-1")
+    again = api.control("user_message", run, {"message": "once"}, event_id="e-1")
+    assert first.json() == again.json() == {"accepted": True, "method": "user_message", "protocol_version": "0.1.0"}
+    assert SteeringInstruction.objects.filter(run_id=run).count() == 1
+
+
+def test_an_approve_replayed_by_event_id_is_acknowledged_not_refused(api):
+    run, token = _parked_deploy(api)
+    assert api.control("approve", run, {"token": token}, event_id="d-1").status_code == 200
+    assert api.control("approve", run, {"token": token}, event_id="d-1").status_code == 200
+    assert Pause.objects.get(run_id=run).decision == "approve"
+
+
+# --- synchronous decisions ---------------------------------------------------------------------
+
+
+def test_a_second_approve_is_409_already_resumed(api):
+    run, token = _parked_deploy(api)
+    assert api.control("approve", run, {"token": token}).status_code == 200
+    body = api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}},
+                     status=409, code="already_resumed")
+    assert "resumed" in body["message"]
+
+
+def test_a_viewer_who_may_not_decide_gets_403_and_the_refusal_is_audited(api):
+    run, token = _parked_deploy(api)
+    # olivia (operator) sees the run but may not decide approval gates; owner_user by role.
+    api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}}, user="olivia",
+              status=403, code="scope_mismatch")
+    # the owner from another session holds owner_user but is not the pausing session.
+    api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}}, session="s2",
+              status=403, code="scope_mismatch")
+    assert DecisionRefusal.objects.filter(code="scope_mismatch").count() == 2
+    assert Pause.objects.get(run_id=run).is_open
+
+
+def test_a_delegated_approver_decides_synchronously(api):
+    run, _ = _parked_deploy(api)
+    assert api.control("approve", run, {}, user="bob").status_code == 200
+    pause = Pause.objects.get(run_id=run)
+    assert (pause.decided_by.username, pause.on_behalf_of) == ("bob", "acme/alice/s1")
+
+
+def test_a_wrong_or_foreign_token_is_not_found(api):
+    run, _ = _parked_deploy(api)
+    _, foreign = _parked_deploy(api, user="gina")
+    for token in ("hrbp_guess", foreign):
+        api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}}, status=404,
+                  code="not_found")
+    assert Pause.objects.get(run_id=run).is_open
+
+
+def test_repeated_refused_decisions_are_rate_limited(api, settings):
+    settings.HARBOR_REFUSALS_PER_IDENTITY = 3
+    run, token = _parked_deploy(api)
+    for n in range(3):
+        api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": f"hrbp_guess{n}"}},
+                  status=404, code="not_found")
+    response = api.post("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}})
+    assert (response.status_code, response.json()["code"]) == (429, "rate_limited")
+    assert int(response["Retry-After"]) > 0
+    # even the right token is held back, from any session of that identity...
+    api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}}, session="s9",
+              status=429, code="rate_limited")
+    # ...while other identities and non-decision controls are unaffected.
+    assert api.control("user_message", run, {"message": "still here"}).status_code == 200
+    assert api.control("approve", run, {}, user="bob").status_code == 200
+
+
+def test_refusals_are_also_limited_per_address(api, settings):
+    settings.HARBOR_REFUSALS_PER_ADDRESS = 2
+    run, _ = _parked_deploy(api)
+    for user in ("alice", "olivia"):  # two identities that may steer the run, one address
+        api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": "hrbp_x"}}, user=user,
+                  status=404, code="not_found")
+    api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {}}, user="ada", status=429,
+              code="rate_limited")
+
+
+def test_token_expiry_claims_are_not_extendable_by_the_session_header(api):
+    api.error("/v1/control/start", {"query": "q"}, token=mint("alice", ttl=-120), headers={"X-Harbor-Session": "s"},
+              status=401, code="auth_rejected")
