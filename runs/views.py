@@ -24,7 +24,7 @@ from . import selectors
 from .errors import HarborError
 from .forms import StartRunForm, SteeringFormError, steering_payload
 from .identity import Caller, caller_resolve
-from .models import Instruction, Role, RunStatus
+from .models import Instruction, Role, RunStatus, SteeringState
 from .scopes import MINIMUM_SCOPE, Scope, caller_scope
 from .services import run_start, steering_submit
 from .tokens import token_unseal
@@ -114,15 +114,16 @@ def console(request: HttpRequest) -> HttpResponse:
     runs = list(selectors.runs_visible(caller=caller, status=status or None)[:200])
     pauses = pause_selectors.open_pauses_by_run(run_ids=[run.pk for run in runs])
     rows = [{"run": run, "pause": pauses.get(run.pk)} for run in runs]
-    context = {"rows": rows, "status": status}
-    if request.GET.get("fragment") == "rows":
-        return render(request, "runs/_rows.html", context)
     counts = selectors.run_status_counts(caller=caller)
-    context.update(
-        statuses=[(value, label, counts[value]) for value, label in RunStatus.choices],
-        total=sum(counts.values()),
-        page="console",
-    )
+    context = {
+        "rows": rows,
+        "status": status,
+        "statuses": [(value, label, counts[value]) for value, label in RunStatus.choices],
+        "total": sum(counts.values()),
+        "page": "console",
+    }
+    if request.GET.get("fragment") == "rows":
+        return render(request, "runs/_list_fragment.html", context)
     return render(request, "runs/console.html", context)
 
 
@@ -170,7 +171,7 @@ def _run_context(caller: Caller, run) -> dict:
         "scope": caller_scope(caller, run),
         "scope_name": Scope(caller_scope(caller, run)).name.lower(),
         "children": list(selectors.runs_visible(caller=caller).filter(parent=run)),
-        "steering": selectors.run_steering(run=run),
+        "pending_steering": [s for s in selectors.run_steering(run=run) if s.state == SteeringState.PENDING],
         "event_id": uuid.uuid4().hex,
         # Keyed on what changes which controls exist, so a live refresh does not wipe a
         # half-typed form when nothing about the controls changed.

@@ -207,6 +207,8 @@
         if (before.get(row.dataset.run) !== row.dataset.status) row.classList.add("changed");
       });
       current.replaceWith(rows);
+      const filters = fresh.querySelector("[data-filters]");
+      if (filters) document.querySelector("[data-filters]").replaceWith(filters);
       tick(rows);
     }, 250);
     listen({
@@ -230,6 +232,9 @@
 
   if (page === "run") {
     const timeline = document.querySelector("[data-timeline]");
+    const scroller = timeline.closest(".timeline-panel");
+    const atBottom = () => scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 40;
+    scroller.scrollTop = scroller.scrollHeight;
     const seen = new Set([...timeline.querySelectorAll("[data-seq]")].map((li) => Number(li.dataset.seq)));
     const refresh = debounce(async () => {
       const fresh = await fetchFragment();
@@ -260,7 +265,9 @@
         const time = document.createElement("time"); time.dataset.relative = ""; time.setAttribute("datetime", e.occurred_at);
         time.textContent = relative(new Date(e.occurred_at));
         li.append(seq, type, text, time);
+        const follow = atBottom();
         timeline.append(li);
+        if (follow) scroller.scrollTop = scroller.scrollHeight; // follow the tail unless reading back
         refresh();
       },
     });
