@@ -201,6 +201,7 @@ class DecisionRefusalThrottle(BaseThrottle):
 class ProtocolView(APIView):
     """Base of every /v1/ POST route: the pipeline of this module's docstring."""
 
+    http_method_names = ["post"]  # the protocol's routes are POST only (OPTIONS too is a 405)
     authentication_classes = [BearerAuthentication]
     permission_classes = [HasVerifiedIdentity]
     throttle_classes: list = []
