@@ -190,7 +190,7 @@
       onEvent: (e) => {
         if (e.type === "tool.approved" || e.type === "tool.rejected") actors[e.run] = e.payload.Actor;
         if (e.type === "pause.resumed") decided[e.run] = e.payload.Decision;
-        if (e.type.startsWith("pause.") || e.type.startsWith("tool.") || e.type.startsWith("task.")) refresh();
+        if (e.type.startsWith("pause.")) refresh(); // cards change only when pauses open or close
       },
     });
   }
@@ -268,7 +268,8 @@
         const follow = atBottom();
         timeline.append(li);
         if (follow) scroller.scrollTop = scroller.scrollHeight; // follow the tail unless reading back
-        refresh();
+        // Tool and planner steps change nothing the state panels show.
+        if (!/^(tool|planner)\./.test(e.type) || e.type === "tool.approval_requested") refresh();
       },
     });
   }

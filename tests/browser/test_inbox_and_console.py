@@ -46,6 +46,22 @@ def start_run(live_harbor, *, user: str, agent_id: str, query: str) -> str:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def approve_elsewhere(live_harbor, *, user: str, run_id: str) -> None:
+    """Another approver decides, through POST /v1/control/approve (or the service)."""
+    try:
+        token = live_harbor.manage("harbor_token", "--tenant", "acme", "--user", user, "--session", "cli").strip()
+    except RuntimeError:
+        token = None
+    if token:
+        response = httpx.post(f"{live_harbor.url}/v1/control/approve", json={"identity": {"run": run_id}, "payload": {}},
+                              headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        assert response.status_code == 200, response.text
+        return
+    live_harbor.manage("shell", "-c", (
+        "from runs.identity import caller_resolve\nfrom runs.services import steering_submit\n"
+        f"steering_submit(caller=caller_resolve(tenant='acme', user={user!r}, session='cli'), run_id={run_id!r}, method='approve')"))
+
+
 def no_reload_marker(page: Page) -> None:
     page.evaluate("window.__harborNoReload = true")
 
@@ -82,6 +98,16 @@ def test_inbox_and_console_live(browser, live_harbor, screenshots):
     card.get_by_role("button", name="Approve with 1 edit").click()
     expect(bob.locator(".flash")).to_contain_text("Approved deploy_to_production")
     expect(bob.locator(f"article[data-run='{deploy}']")).to_have_count(0)
+
+    # --- a pause decided by someone else leaves his inbox by itself, with a note ---
+    no_reload_marker(bob)
+    other = start_run(live_harbor, user="alice", agent_id="deploy", query="deploy build 43 to qa")
+    expect(bob.locator(f"article[data-run='{other}']")).to_be_visible()
+    approve_elsewhere(live_harbor, user="admin", run_id=other)
+    expect(bob.locator(f"article[data-run='{other}']")).to_have_count(0)
+    expect(bob.locator("[data-toasts]")).to_contain_text("decided elsewhere by admin (approve)")
+    expect(bob.locator("[data-empty]")).to_be_visible()
+    assert_not_reloaded(bob)
 
     # --- the run completes; the console shows the edited answer ---
     olivia = sign_in(browser, live_harbor, "olivia")
