@@ -143,7 +143,7 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Harbor Protocol",
     "DESCRIPTION": "Harbor Protocol 0.1.0 over HTTP: task control, the nine steering methods, pauses and "
                    "resume tokens, tasks, and the event stream (GET /v1/events, Server-Sent Events). "
-                   "Errors are {code, message}. A walkthrough: docs/protocol-walkthrough.md.",
+                   "Errors are {code, message}. Strings may not contain NUL (U+0000). A walkthrough: docs/protocol-walkthrough.md.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_AUTHENTICATION": [],
@@ -160,7 +160,7 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "runs.api.document_event_stream",
+        "runs.api.document_protocol",
     ],
 }
 

@@ -141,11 +141,31 @@ def read_json_body(request) -> dict:
         raise InvalidRequest(f"the body is not valid JSON: {error}") from None
     if not isinstance(body, dict):
         raise InvalidRequest("the body must be a JSON object")
+    _check_text(body)
     if len(body) > MAX_KEYS:
         raise PayloadInvalid(f"the body has {len(body)} keys; the limit is {MAX_KEYS}")
     for key, value in body.items():
         check_bounds(value, what=key)
     return body
+
+
+def _check_text(value) -> None:
+    """Strings must be storable as they are: no NUL characters and no lone surrogates (a
+    JSON escape like \\ud800), which no database column holds."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidRequest("strings may not contain NUL (U+0000)")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidRequest("strings must be valid Unicode (a lone surrogate was sent)") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key)
+            _check_text(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_text(item)
 
 
 class JSONOnly(BaseContentNegotiation):
@@ -395,8 +415,14 @@ class BearerScheme(OpenApiAuthenticationExtension):
 
 
 
-def document_event_stream(result, generator, request, public):
-    """drf-spectacular hook: describe GET /v1/events (an async view outside DRF) as well."""
+def document_protocol(result, generator, request, public):
+    """drf-spectacular hook: the agents registered in this deployment, and GET /v1/events
+    (an async view outside DRF)."""
+    from .runtime.registry import all_agents
+
+    start = result.get("components", {}).get("schemas", {}).get("StartRequest", {}).get("properties", {})
+    if "agent_id" in start:
+        start["agent_id"]["enum"] = [agent.id for agent in all_agents()]
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     header = lambda name, description, schema: {  # noqa: E731
         "in": "header", "name": name, "required": False, "description": description, "schema": schema}

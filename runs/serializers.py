@@ -5,6 +5,7 @@ not a string) — and the same classes describe the API in the OpenAPI document,
 published schema and the checks cannot drift apart. Domain rules (agents, priorities, the
 nine payloads) stay in the services."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from approvals.models import Cause, PauseState, Reason
@@ -65,6 +66,23 @@ class ObjectField(serializers.DictField):
         return data
 
 
+@extend_schema_field({"type": "object", "minProperties": 1, "additionalProperties": {}})
+class NonEmptyObjectField(ObjectField):
+    def to_internal_value(self, data):
+        data = super().to_internal_value(data)
+        if not data:
+            raise serializers.ValidationError("must be a non-empty object")
+        return data
+
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": 4096, "pattern": r"\S"})
+class TextField(StrictCharField):
+    """A string with something in it besides whitespace."""
+
+    def __init__(self, **kwargs):
+        super().__init__(max_length=4096, **kwargs)
+
+
 def _id(help_text: str, **kwargs) -> StrictCharField:
     return StrictCharField(max_length=200, min_length=1, help_text=help_text, **kwargs)
 
@@ -95,7 +113,7 @@ class TaskIdentitySerializer(IdentitySerializer):
 
 class StartRequestSerializer(serializers.Serializer):
     identity = IdentitySerializer(required=False)
-    query = StrictCharField(max_length=4096, help_text="The run's goal, as the planner sees it.", trim_whitespace=False)
+    query = TextField(help_text="The run's goal, as the planner sees it.")
     agent_id = StrictCharField(required=False, max_length=64, help_text="deploy (default), countdown, tool_context, …")
     priority = StrictIntegerField(required=False, min_value=-1000, max_value=1000)
     idempotency_key = _id("A start with a key already used by the same (tenant, user, session) returns that run.",
@@ -148,45 +166,52 @@ class TaskGetRequestSerializer(serializers.Serializer):
 
 
 class CancelPayload(serializers.Serializer):
+    required_payload = False
     hard = StrictBooleanField(required=False, help_text="Interrupt the step in flight.")
 
 
 class EmptyPayload(serializers.Serializer):
-    pass
+    required_payload = False
 
 
 class ResumePayload(serializers.Serializer):
-    token = StrictCharField(required=False, max_length=4096)
+    required_payload = False
+    token = StrictCharField(required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause).")
     input = serializers.JSONField(required=False, help_text="Answers an A2A input request.")
 
 
 class ApprovePayload(serializers.Serializer):
-    token = StrictCharField(required=False, max_length=4096)
+    required_payload = False
+    token = StrictCharField(required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause).")
     reason = StrictCharField(required=False, max_length=4096, allow_blank=True)
     args = ObjectField(required=False, help_text="Edited arguments, where the gate allows edits (extension).")
 
 
 class RejectPayload(serializers.Serializer):
-    token = StrictCharField(required=False, max_length=4096)
+    required_payload = False
+    token = StrictCharField(required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause).")
     reason = StrictCharField(required=False, max_length=4096, allow_blank=True)
 
 
 class RedirectPayload(serializers.Serializer):
-    goal = StrictCharField(max_length=4096, help_text="The run's new goal.")
+    required_payload = True
+    goal = TextField(help_text="The run's new goal.")
 
 
 class UserMessagePayload(serializers.Serializer):
-    message = StrictCharField(max_length=4096)
+    required_payload = True
+    message = TextField()
 
 
 class PrioritizePayload(serializers.Serializer):
+    required_payload = True
     priority = StrictIntegerField(min_value=-1000, max_value=1000)
 
 
 def control_request_serializer(method: str, payload: type[serializers.Serializer] | None):
     """A per-method request class, so the OpenAPI document shows each method's payload."""
     name = "".join(part.title() for part in method.split("_"))
-    fields = {"payload": payload(required=False) if payload is not None else ObjectField(
+    fields = {"payload": payload(required=payload.required_payload) if payload is not None else NonEmptyObjectField(
         help_text="Any non-empty object: appended to the context the planner sees.")}
     return type(f"{name}ControlRequest", (ControlRequestSerializer,), fields)
 
