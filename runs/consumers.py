@@ -18,9 +18,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
+from approvals.selectors import token_visibility
+
 from . import events, selectors
 from .identity import Caller
 from .models import Membership
+from .views import web_session_for_key
 
 log = logging.getLogger("harbor.ws")
 
@@ -31,19 +34,19 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_INVALID = 4400
 
 
-def _caller_for(user_id: int, tenant_id: int) -> Caller | None:
+def _caller_for(user_id: int, tenant_id: int, session: str = "websocket") -> Caller | None:
     """The person as a Caller of the tenant they connected in, or None once revoked."""
     membership = Membership.objects.select_related("tenant", "user").filter(user_id=user_id, tenant_id=tenant_id).first()
     if membership is None or not membership.user.is_active:
         return None
-    return Caller(tenant=membership.tenant, user=membership.user, session="websocket")
+    return Caller(tenant=membership.tenant, user=membership.user, session=session)
 
 
-def _connect_plan(user, run_id: str | None, after: int | None) -> dict:
+def _connect_plan(user, session: str, run_id: str | None, after: int | None) -> dict:
     membership = selectors.membership_for_user(user=user)
     if membership is None:
         return {"close": CLOSE_FORBIDDEN}
-    caller = _caller_for(user.pk, membership.tenant_id)
+    caller = _caller_for(user.pk, membership.tenant_id, session)
     if caller is None:
         return {"close": CLOSE_FORBIDDEN}
     run = None
@@ -59,13 +62,16 @@ def _connect_plan(user, run_id: str | None, after: int | None) -> dict:
 
 
 def _envelope(caller: Caller, event) -> dict:
-    # Resume tokens go only to the run's owner, the one identity that may present one;
-    # delegates decide by the pause, through the pages, and never need the token.
-    return events.envelope(event, tenant_slug=caller.tenant.slug, with_tokens=event.run.owner_id == caller.user.pk)
+    # A resume token goes only where the decision rule would accept it (the pausing user
+    # and session, or the permission to decide), as on the SSE stream.
+    may_see_token = token_visibility(caller=caller, pause_ids=[event.payload.get("_pause")])
+    return events.envelope(
+        event, tenant_slug=caller.tenant.slug, with_tokens=may_see_token(event.payload.get("_pause"))
+    )
 
 
-def _delivery(user_id: int, tenant_id: int, event_pk: int) -> dict:
-    caller = _caller_for(user_id, tenant_id)
+def _delivery(user_id: int, tenant_id: int, session: str, event_pk: int) -> dict:
+    caller = _caller_for(user_id, tenant_id, session)
     if caller is None:
         return {"revoked": True}
     event = selectors.event_for_delivery(caller=caller, event_pk=event_pk)
@@ -96,7 +102,10 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         if (run_id is not None and not (0 < len(run_id) <= 26 and run_id.isalnum())) or (after is not None and after < 0):
             await self.close(code=CLOSE_INVALID)
             return
-        plan = await database_sync_to_async(_connect_plan)(user, run_id, after)
+        # The page's identity triple: the same session id the page's forms act with.
+        session_key = getattr(self.scope.get("session"), "session_key", None) or ""
+        self.session = web_session_for_key(session_key) if session_key else "websocket"
+        plan = await database_sync_to_async(_connect_plan)(user, self.session, run_id, after)
         if "close" in plan:
             await self.close(code=plan["close"])
             return
@@ -123,7 +132,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
     async def harbor_event(self, message: dict) -> None:
         if message.get("sequence", 0) <= self.cursor and self.cursor:
             return  # already sent by the replay
-        result = await database_sync_to_async(_delivery)(self.user_id, self.tenant_id, message["event"])
+        result = await database_sync_to_async(_delivery)(self.user_id, self.tenant_id, self.session, message["event"])
         if result.get("revoked"):
             await self.close(code=CLOSE_FORBIDDEN)
             return

@@ -32,12 +32,16 @@ from .tokens import token_unseal
 # --- The signed-in person as a Caller -------------------------------------------------------
 
 
-def web_session_id(request: HttpRequest) -> str:
+def web_session_for_key(session_key: str) -> str:
     """A stable session id for the identity triple, derived from (never equal to) the
     Django session key, so audits and events never carry the cookie's secret."""
+    return "web-" + hashlib.sha256(session_key.encode()).hexdigest()[:12]
+
+
+def web_session_id(request: HttpRequest) -> str:
     if not request.session.session_key:
         request.session.save()
-    return "web-" + hashlib.sha256(request.session.session_key.encode()).hexdigest()[:12]
+    return web_session_for_key(request.session.session_key)
 
 
 def web_caller(request: HttpRequest) -> Caller | None:

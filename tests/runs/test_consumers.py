@@ -147,9 +147,12 @@ async def test_a_quiet_socket_closes_when_its_membership_goes(people_tx, setting
     assert output == {"type": "websocket.close", "code": 4403}
 
 
-async def test_tokens_go_only_to_the_owner(people_tx):
+async def test_tokens_go_only_where_the_decision_rule_would_accept_them(people_tx):
+    """bob may decide the gate: he is sent its token. olivia may see the run but not
+    decide a gate, and alice's page is another session than the run's: neither is."""
     run = await start(people_tx, "alice", query="deploy build 1 to qa", agent_id="deploy")
     bob, _, _ = await connect(f"/ws/events/?run={run.pk}", user="bob")
+    olivia, _, _ = await connect(f"/ws/events/?run={run.pk}", user="olivia")
     alice, _, _ = await connect(f"/ws/events/?run={run.pk}", user="alice")
     from runs.runtime.dispatch import drain
 
@@ -161,10 +164,11 @@ async def test_tokens_go_only_to_the_owner(people_tx):
             if envelope["type"] == "pause.requested":
                 return envelope
 
-    assert (await requested(alice))["payload"]["Token"].startswith("hrbp_")
-    assert (await requested(bob))["payload"]["Token"] is None
-    await bob.disconnect()
-    await alice.disconnect()
+    assert (await requested(bob))["payload"]["Token"].startswith("hrbp_")
+    assert (await requested(olivia))["payload"]["Token"] is None
+    assert (await requested(alice))["payload"]["Token"] is None
+    for communicator in (bob, olivia, alice):
+        await communicator.disconnect()
 
 
 async def test_clients_cannot_write_or_pick_groups(people_tx):
