@@ -1,0 +1,166 @@
+"""GET /v1/events (PROTOCOL §5) against a live Daphne server, with a real HTTP client:
+replay after Last-Event-ID, then the live tail, exactly once and in order."""
+
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+
+from .conftest import mint
+
+
+def _headers(user="alice", session="s1", **extra) -> dict:
+    return {"Authorization": f"Bearer {mint(user, session)}", "Accept": "text/event-stream", **extra}
+
+
+def _post(live, path, body, user="alice"):
+    response = httpx.post(f"{live.url}{path}", json=body, headers=_headers(user), timeout=20)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def read_events(live, headers, *, until=None, limit=None, idle=20.0) -> tuple[list[str], list[dict]]:
+    """Open a stream and read frames until `until(event)` holds, `limit` events arrived, or
+    nothing arrived for `idle` seconds. Returns the raw prelude lines and the events."""
+    prelude, events, frame = [], [], {}
+    try:
+        with httpx.stream("GET", f"{live.url}/v1/events", headers=headers,
+                          timeout=httpx.Timeout(10, read=idle)) as response:
+            assert response.status_code == 200, response.read()
+            assert response.headers["content-type"].startswith("text/event-stream")
+            for line in response.iter_lines():
+                if not events and not frame and (line.startswith("retry:") or line.startswith(":")):
+                    prelude.append(line)
+                if line.startswith("event: "):
+                    frame["event"] = line[7:]
+                elif line.startswith("id: "):
+                    frame["id"] = int(line[4:])
+                elif line.startswith("data: "):
+                    frame["data"] = json.loads(line[6:])
+                elif line == "" and frame:
+                    events.append(frame)
+                    assert frame["event"] == frame["data"]["type"] and frame["id"] == frame["data"]["sequence"]
+                    frame = {}
+                    if (until and until(events[-1])) or (limit and len(events) >= limit):
+                        break
+    except httpx.ReadTimeout:
+        pass
+    return prelude, events
+
+
+def _wait_status(live, run, statuses, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        task = _post(live, "/v1/tasks/get", {"identity": {"run": run}})
+        if task["status"] in statuses:
+            return task
+        time.sleep(0.2)
+    raise AssertionError(f"run {run} never reached {statuses}")
+
+
+def test_a_reconnecting_client_gets_every_missed_event_exactly_once_in_order(live_harbor):
+    run = _post(live_harbor, "/v1/control/start", {"query": "count to 12", "agent_id": "countdown"})["task_id"]
+    done = lambda e: e["event"] == "task.completed"  # noqa: E731
+
+    prelude, first = read_events(live_harbor, _headers(**{"X-Harbor-Run": run, "Last-Event-ID": "0"}), limit=6)
+    assert prelude[0] == "retry: 3000"
+    assert len(first) == 6 and first[0]["event"] == "task.spawned"
+    # Disconnected; the run goes on without us.
+    _wait_status(live_harbor, run, {"complete"})
+    _, second = read_events(live_harbor, _headers(**{"X-Harbor-Run": run, "Last-Event-ID": str(first[-1]["id"])}),
+                            until=done)
+    _, everything = read_events(live_harbor, _headers(**{"X-Harbor-Run": run, "Last-Event-ID": "0"}), until=done)
+
+    received = [e["id"] for e in first + second]
+    assert received == [e["id"] for e in everything]  # every event, once, in order
+    assert received == sorted(set(received))
+    assert second[-1]["event"] == "task.completed" and all(e["data"]["run"] == run for e in everything)
+    envelope = everything[0]["data"]
+    assert set(envelope) == {"type", "sequence", "occurred_at", "tenant", "user", "session", "run", "payload"}
+    assert (envelope["tenant"], envelope["user"], envelope["session"]) == ("acme", "alice", "s1")
+
+
+def test_the_live_tail_delivers_new_events_and_filters_by_type(live_harbor):
+    results = {}
+
+    def listen():
+        results["events"] = read_events(
+            live_harbor, _headers(**{"X-Harbor-Event-Type": "task.started,task.completed"}),
+            until=lambda e: e["event"] == "task.completed" and e["data"]["run"] == results.get("run"))[1]
+
+    import threading
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    time.sleep(1.0)  # the stream is open and tailing (no Last-Event-ID: only new events)
+    results["run"] = _post(live_harbor, "/v1/control/start", {"query": "count to 2", "agent_id": "countdown"})["task_id"]
+    listener.join(60)
+    mine = [e for e in results["events"] if e["data"]["run"] == results["run"]]
+    assert [e["event"] for e in mine] == ["task.started", "task.completed"]
+    assert all(e["event"] in ("task.started", "task.completed") for e in results["events"])
+
+
+def test_the_stream_is_filtered_to_what_the_caller_may_see(live_harbor):
+    run = _post(live_harbor, "/v1/control/start", {"query": "count to 1", "agent_id": "countdown"})["task_id"]
+    _wait_status(live_harbor, run, {"complete"})
+    _, seen_by_gina = read_events(live_harbor, _headers("gina", **{"Last-Event-ID": "0"}), idle=2)
+    assert all(e["data"]["tenant"] == "globex" for e in seen_by_gina)
+    _, seen_by_newcomer = read_events(live_harbor, _headers("nia", **{"Last-Event-ID": "0"}), idle=2)
+    assert all(e["data"]["user"] == "nia" for e in seen_by_newcomer)  # a fresh member sees only their own runs
+    _, seen_by_approver = read_events(live_harbor, _headers("bob", **{"Last-Event-ID": "0", "X-Harbor-Run": run}),
+                                      until=lambda e: e["event"] == "task.completed")
+    assert seen_by_approver[-1]["data"]["run"] == run
+
+
+@pytest.mark.parametrize("user, headers, params, status, code", [
+    (None, {}, {}, 401, "identity_required"),
+    ("alice", {"Last-Event-ID": "soon"}, {}, 400, "invalid_request"),
+    ("alice", {"X-Harbor-Run": "01NOSUCHRUN"}, {}, 404, "not_found"),
+    ("alice", {}, {"admin": "1"}, 403, "identity_scope_required"),
+])
+def test_a_stream_that_cannot_open_answers_json(live_harbor, user, headers, params, status, code):
+    all_headers = {**(_headers(user) if user else {}), **headers}
+    response = httpx.get(f"{live_harbor.url}/v1/events", headers=all_headers, params=params, timeout=10)
+    assert (response.status_code, response.json()["code"]) == (status, code)
+
+
+def test_an_admin_streams_the_whole_tenant(live_harbor):
+    headers = {"Authorization": f"Bearer {mint('alice', scopes=['admin'])}", "Last-Event-ID": "0"}
+    with httpx.stream("GET", f"{live_harbor.url}/v1/events", params={"admin": "1"}, headers=headers,
+                      timeout=10) as response:
+        assert response.status_code == 200
+
+
+def test_keepalive_comments_while_idle(settings):
+    """The stream's loop on its own: an idle stream emits `: keepalive` comments."""
+    from channels.layers import InMemoryChannelLayer
+
+    from runs import sse
+
+    settings.HARBOR_SSE_KEEPALIVE_SECONDS = 0.05
+
+    async def scenario():
+        layer = InMemoryChannelLayer()
+        channel = await layer.new_channel("sse.")
+        await layer.group_add("tenant.1", channel)
+        reads = []
+
+        async def no_frames(plan, cursor):
+            reads.append(cursor)
+            return [], cursor
+
+        original, sse.read_frames = sse.read_frames, no_frames
+        try:
+            stream = sse._frames(None, layer, channel, "tenant.1", 7)
+            chunks = [await stream.__anext__() for _ in range(3)]
+            await stream.aclose()
+        finally:
+            sse.read_frames = original
+        return chunks, reads, layer
+
+    chunks, reads, layer = asyncio.run(scenario())
+    assert chunks == ["retry: 3000\n\n", ": keepalive\n\n", ": keepalive\n\n"]
+    assert reads[:2] == [7, 7]  # every keepalive also re-reads the log (a lost push costs nothing)
+    assert not layer.groups.get("tenant.1")  # the stream left its group when it closed
