@@ -115,7 +115,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("HARBOR_STATIC_ROOT", BASE_DIR / "staticfiles"))
 # Static files are served by the project itself (no CDN): straight from the source folders
 # on the embedded default, from `collectstatic` output in production.
 WHITENOISE_USE_FINDERS = EMBEDDED

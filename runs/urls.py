@@ -1,6 +1,5 @@
 from django.contrib.auth import views as auth_views
-from django.contrib.staticfiles.views import serve as serve_static
-from django.urls import path, re_path
+from django.urls import path
 
 from . import views
 
@@ -12,7 +11,4 @@ urlpatterns = [
     path("console/new/", views.run_new, name="run_new"),
     path("console/runs/<str:run_id>/", views.run_detail, name="run"),
     path("console/runs/<str:run_id>/steer/<str:method>/", views.run_steer, name="run_steer"),
-    # WhiteNoise serves static files first; this fallback keeps the pages' one stylesheet
-    # and one script working where `collectstatic` has not been run (a fresh checkout).
-    re_path(r"^static/(?P<path>.+)$", serve_static, {"insecure": True}),
 ]

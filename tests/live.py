@@ -63,6 +63,7 @@ def _environment(var_dir: Path) -> tuple[dict, str | None]:
         env["DATABASE_URL"] = f"{base}/{database}"
         env["REDIS_URL"] = os.environ["REDIS_URL"].rsplit("/", 1)[0] + "/5"
         env["HARBOR_HTTPS"] = "0"  # plain HTTP on loopback
+        env["HARBOR_STATIC_ROOT"] = str(var_dir / "static")  # production serves collected files
     else:
         env["HARBOR_SQLITE_PATH"] = str(var_dir / "live.sqlite3")
         env["HARBOR_EXECUTOR"] = "thread"
@@ -104,6 +105,8 @@ def live_harbor():
     try:
         harbor.manage("migrate", "--noinput", "-v0")
         harbor.manage("harbor_demo")
+        if database:
+            harbor.manage("collectstatic", "--noinput", "-v0")
         harbor.processes.append(subprocess.Popen(
             [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "harbor_site.asgi:application"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))

@@ -2,6 +2,7 @@
 replay after Last-Event-ID, then the live tail, exactly once and in order."""
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 import json
 import time
 
@@ -160,7 +161,9 @@ def test_keepalive_comments_while_idle(settings):
             sse.read_frames = original
         return chunks, reads, layer
 
-    chunks, reads, layer = asyncio.run(scenario())
+    # A thread of its own: an earlier test (Playwright's sync API) may leave a loop running here.
+    with ThreadPoolExecutor(1) as pool:
+        chunks, reads, layer = pool.submit(asyncio.run, scenario()).result()
     assert chunks == ["retry: 3000\n\n", ": keepalive\n\n", ": keepalive\n\n"]
     assert reads[:2] == [7, 7]  # every keepalive also re-reads the log (a lost push costs nothing)
     assert not layer.groups.get("tenant.1")  # the stream left its group when it closed
