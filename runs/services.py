@@ -172,7 +172,8 @@ def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope
         tenant=caller.tenant,
         run=run,
         instruction=method,
-        payload=payload,
+        # Never keep a resume token, even a spent one: the audit names the pause instead.
+        payload={k: v for k, v in payload.items() if k != "token"},
         event_id=event_id,
         actor=caller.user,
         actor_session=caller.session,

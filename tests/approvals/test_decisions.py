@@ -177,3 +177,11 @@ def test_edited_arguments_need_an_editable_gate(people, parked):
     Pause.objects.filter(pk=pause.pk)._settle(payload={**pause.payload, "Editable": False})
     with pytest.raises(InvalidRequest, match="does not allow edited arguments"):
         decide(people.caller("bob", "web"), run, args={"target": "mars"})
+
+
+def test_the_steering_audit_keeps_no_token(people, parked):
+    run, _, token = parked
+    decide(people.caller("alice"), run, token=token, reason="go")
+    from runs.models import SteeringInstruction
+
+    assert all("token" not in s.payload for s in SteeringInstruction.objects.filter(run=run))
