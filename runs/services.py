@@ -319,7 +319,7 @@ def run_cancel_now(run: Run, *, reason: str, cascaded: bool) -> None:
 def steering_apply_pending(run: Run) -> str | None:
     """Apply pending steering in arrival order at a step boundary (run lock held).
     Returns 'cancel' or 'pause' when the run must stop advancing."""
-    stop = None
+    stop, cascaded = None, False
     for instruction in SteeringInstruction.objects.filter(run=run, state=SteeringState.PENDING).order_by("id"):
         method, payload = instruction.instruction, instruction.payload
         if stop is not None:
@@ -335,13 +335,10 @@ def steering_apply_pending(run: Run) -> str | None:
             run.messages = [*run.messages, payload["message"]]
             events.emit(run=run, type=events.MESSAGE_RECEIVED, payload={"TaskID": run.pk, "Message": payload["message"]})
         elif method in (Instruction.CANCEL, Instruction.PAUSE):
-            stop = method
+            stop, cascaded = method, "cascaded_from" in payload
         _settle(instruction, run, SteeringState.APPLIED)
     run.steering_pending = False
     run.save()
     if stop == Instruction.CANCEL:
-        cascaded = "cascaded_from" in (
-            SteeringInstruction.objects.filter(run=run, instruction=Instruction.CANCEL).order_by("-id").first().payload
-        )
         run_cancel_now(run, reason="cancelled at a step boundary", cascaded=cascaded)
     return stop
