@@ -191,3 +191,39 @@ class Event(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"#{self.sequence} {self.type}"
+
+
+class ToolCallOutcome(models.TextChoices):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    PAUSED = "paused"  # the tool signalled a pause (OAuth sign-in, a remote agent's question)
+    INTERRUPTED = "interrupted"  # a hard cancel stopped it
+    LOST = "lost"  # its worker died (its lease expired) before it finished
+    FENCED = "fenced"  # it finished after its worker had lost the lease: not recorded
+
+
+class ToolCall(AppendOnlyModel):
+    """The tool-call ledger: one row per execution of a tool body. Exactly-once is checkable:
+    a step has one `completed` row; a second attempt exists only after a `lost` one."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tool_calls")
+    step = models.IntegerField()
+    attempt = models.PositiveIntegerField()
+    tool = models.CharField(max_length=64)
+    worker = models.CharField(max_length=64)
+    # Handed to the tool: stable across attempts of one step, so outside side effects can
+    # be de-duplicated (as an Idempotency-Key header is).
+    idempotency_key = models.CharField(max_length=64)
+    outcome = models.CharField(max_length=16, choices=ToolCallOutcome.choices, default=ToolCallOutcome.RUNNING)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run_id", "step", "attempt"]
+        constraints = [models.UniqueConstraint(fields=["run", "step", "attempt"], name="tool_call_attempt_once")]
+
+    def __str__(self) -> str:
+        return f"{self.tool} step {self.step} attempt {self.attempt} ({self.outcome})"
