@@ -61,7 +61,9 @@ def _environment(var_dir: Path) -> tuple[dict, str | None]:
         base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
         database = f"harbor_live_{uuid.uuid4().hex[:8]}"
         env["DATABASE_URL"] = f"{base}/{database}"
-        env["REDIS_URL"] = os.environ["REDIS_URL"].rsplit("/", 1)[0] + "/5"
+        # A Redis database of its own (the suite's + 8), so concurrent suites never cross-talk.
+        base_redis, _, index = os.environ["REDIS_URL"].rpartition("/")
+        env["REDIS_URL"] = f"{base_redis}/{(int(index or 0) + 8) % 16}"
         env["HARBOR_HTTPS"] = "0"  # plain HTTP on loopback
         env["HARBOR_STATIC_ROOT"] = str(var_dir / "static")  # production serves collected files
     else:
