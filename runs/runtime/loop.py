@@ -91,7 +91,7 @@ def _locked(lease: Lease) -> Run:
     """The run under its row lock, if this worker still holds an unexpired lease on it (the
     fence), which is renewed while the lock is held. `no_key`: the run's key never changes,
     so rows pointing at it (events, pauses) may still be inserted meanwhile."""
-    run = Run.objects.select_for_update(no_key=True).select_related("owner").get(pk=lease.run_id)
+    run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("owner").get(pk=lease.run_id)
     if run.is_terminal:
         return run  # ended meanwhile (a cancel, a rejection): the caller stops here
     now = timezone.now()

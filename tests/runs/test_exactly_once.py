@@ -311,3 +311,21 @@ def test_race_cascading_cancels_and_busy_children_never_deadlock(people_tx):
     failed = Run.objects.filter(status=RunStatus.FAILED).values_list("failure_message", flat=True)
     assert not failed, list(failed)
     assert {Run.objects.get(pk=c.pk).status for c in children} <= {RunStatus.CANCELLED, RunStatus.COMPLETE}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_busy_tenant_leaves_workers_for_the_others(people_tx, slow, settings):
+    settings.HARBOR_TENANT_MAX_RUNNING = 1
+    slow(1.0)
+    first = start(people_tx, "work slowly", "slow")
+    second = start(people_tx, "work slowly", "slow")
+    other = start(people_tx, "count to 1", "countdown", who="gina")
+
+    def worker(i):
+        time.sleep(0.3 * i)  # the first worker takes acme's oldest run; the second comes later
+        return drain(limit=1)
+
+    in_threads(2, worker)
+    runs = {r.pk: r for r in Run.objects.all()}
+    assert runs[first.pk].status == runs[other.pk].status == RunStatus.COMPLETE
+    assert runs[second.pk].status == RunStatus.PENDING  # acme was at its cap of one: globex went first
