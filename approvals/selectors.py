@@ -7,6 +7,7 @@ from guardian.core import ObjectPermissionChecker
 from guardian.shortcuts import get_objects_for_user
 
 from runs.identity import Caller
+from runs.pagination import paginate
 from runs.tokens import token_unseal
 
 from .models import Pause, PauseState
@@ -140,8 +141,6 @@ def pause_list(
 ) -> dict:
     """A page of pause snapshots the caller may see, newest first. By default the open
     ones; `status="any"` lists decided pauses too."""
-    from runs.selectors import paginate
-
     pauses = pauses_visible(caller=caller)
     if status is not None and status != PAUSE_STATUS_ANY:
         pauses = pauses.filter(state=status)

@@ -3,17 +3,16 @@
 The pages (console, run page, websockets) and the /v1 API (tasks.list, tasks.get, the SSE
 stream) read through the same filters, so no client sees more than the protocol allows."""
 
-import math
-
 from django.db.models import Count, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
-from .errors import InvalidRequest, NotFound
+from approvals.selectors import pause_snapshots, pauses_visible
+
+from .errors import NotFound
 from .identity import Caller
 from .models import Event, Membership, Run, RunStatus, SteeringInstruction
+from .pagination import PAGE_SIZE_DEFAULT, paginate
 
-PAGE_SIZE_DEFAULT = 50
-PAGE_SIZE_MAX = 200
 REDACTED = "<redacted>"
 
 
@@ -109,17 +108,6 @@ def events_after(
 # --- The /v1 API: tasks.list and tasks.get ---------------------------------------------------
 
 
-def paginate(queryset: QuerySet, *, page: int, page_size: int) -> tuple[list, dict]:
-    if page < 1:
-        raise InvalidRequest("page starts at 1")
-    if not 1 <= page_size <= PAGE_SIZE_MAX:
-        raise InvalidRequest(f"page_size must be from 1 to {PAGE_SIZE_MAX}")
-    total = queryset.count()
-    rows = list(queryset[(page - 1) * page_size : page * page_size])
-    info = {"page": page, "page_size": page_size, "page_count": math.ceil(total / page_size), "total_rows": total}
-    return rows, info
-
-
 def task_row(run: Run) -> dict:
     return {
         "task_id": run.pk,
@@ -173,8 +161,6 @@ def steering_row(instruction: SteeringInstruction) -> dict:
 
 def task_detail(*, caller: Caller, run_id) -> dict:
     """The task row, its pauses (as pause.list snapshots) and its steering history."""
-    from approvals.selectors import pause_snapshots, pauses_visible
-
     run = run_visible(caller=caller, run_id=run_id)
     if run is None:
         raise NotFound("no such run")

@@ -12,7 +12,7 @@ from approvals.models import Cause, PauseState, Reason
 
 from .models import CancelPolicy, RunStatus
 from .scopes import SCOPE_NAMES
-from .selectors import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
+from .pagination import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
 
 PROTOCOL_VERSION = "0.1.0"
 
