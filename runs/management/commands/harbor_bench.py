@@ -1,0 +1,155 @@
+"""Benchmark one pause + decide cycle against LangGraph's `interrupt` + `Command(resume)` on
+the same database, and the reads that grow with history. Prints a table of min/median/max
+over rounds, the two sides alternating round by round (machines are noisy).
+
+Runs against the configured database (bin/bench gives it a scratch one): SQLite on the
+embedded default, PostgreSQL when DATABASE_URL is set. LangGraph is the optional `bench`
+extra; without it, its column says so."""
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from approvals.selectors import pauses_visible
+from runs.identity import caller_resolve
+from runs.runtime.dispatch import drain
+from runs.runtime.planner import CallTool, Finish
+from runs.runtime.registry import Agent, register_agent
+from runs.runtime.tools import Tool
+from runs.services import run_start, steering_submit
+
+
+class _Planner:
+    def decide(self, view):
+        return Finish("done") if view.history else CallTool("launch", {"target": "moon"})
+
+
+register_agent(Agent(id="bench_gate", description="one gated call", planner=_Planner,
+                     tools={"launch": Tool("launch", lambda args, ctx: {"ok": True}, approval="always")}))
+
+
+def _ours_cycle(caller) -> None:
+    run, _ = run_start(caller=caller, query="launch", agent_id="bench_gate")
+    drain()
+    steering_submit(caller=caller, run_id=run.pk, method="approve", payload={})
+    drain()
+
+
+def _langgraph(database: str) -> tuple[Callable[[int], None], Callable[[], None]] | None:
+    """A one-interrupt LangGraph graph on a checkpointer of the same database kind."""
+    try:
+        from typing import TypedDict
+
+        from langgraph.graph import END, START, StateGraph
+        from langgraph.types import Command, interrupt
+    except ImportError:
+        return None
+
+    class State(TypedDict):
+        decision: str
+
+    def gate(state: State) -> State:
+        return {"decision": interrupt({"tool": "launch", "args": {"target": "moon"}})}
+
+    builder = StateGraph(State)
+    builder.add_node("gate", gate)
+    builder.add_edge(START, "gate")
+    builder.add_edge("gate", END)
+    if database == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        context = SqliteSaver.from_conn_string(str(Path(tempfile.mkdtemp()) / "langgraph.sqlite3"))
+    else:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        db = settings.DATABASES["default"]
+        context = PostgresSaver.from_conn_string(
+            f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}?sslmode=disable")
+    saver = context.__enter__()
+    if hasattr(saver, "setup"):
+        saver.setup()
+    graph = builder.compile(checkpointer=saver)
+
+    def cycle(index: int) -> None:
+        config = {"configurable": {"thread_id": f"bench-{time.monotonic_ns()}-{index}"}}
+        graph.invoke({"decision": ""}, config)
+        graph.invoke(Command(resume="approve"), config)
+
+    return cycle, lambda: context.__exit__(None, None, None)
+
+
+def _rate(cycle: Callable[[int], None], count: int) -> float:
+    began = time.perf_counter()
+    for index in range(count):
+        cycle(index)
+    return count / (time.perf_counter() - began)
+
+
+def _spread(values: list[float], unit: str = "") -> str:
+    return f"{min(values):.1f} / {statistics.median(values):.1f} / {max(values):.1f}{unit}"
+
+
+class Command(BaseCommand):
+    help = "Benchmark pause + decide cycles against LangGraph, and pause.list as history grows."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--rounds", type=int, default=3)
+        parser.add_argument("--cycles", type=int, default=50, help="cycles per round")
+        parser.add_argument("--history", type=int, default=300, help="decided pauses to seed for the read figures")
+
+    def handle(self, *args, rounds: int, cycles: int, history: int, **options):
+        settings.HARBOR_EXECUTOR = "manual"
+        database = connection.vendor
+        alice = caller_resolve(tenant="acme", user="alice", session="bench")
+        bob = caller_resolve(tenant="acme", user="bob", session="bench")
+        langgraph = _langgraph(database)
+        ours, theirs = [], []
+        for _ in range(rounds):  # alternate the two sides, round by round
+            ours.append(_rate(lambda i: _ours_cycle(alice), cycles))
+            if langgraph:
+                theirs.append(_rate(langgraph[0], cycles))
+        with CaptureQueriesContext(connection) as queries:
+            _ours_cycle(alice)
+        statements = len(queries)
+
+        approve_ms = []
+        for _ in range(cycles):
+            run, _ = run_start(caller=alice, query="launch", agent_id="bench_gate")
+            drain()
+            began = time.perf_counter()
+            steering_submit(caller=alice, run_id=run.pk, method="approve", payload={})
+            approve_ms.append((time.perf_counter() - began) * 1000)
+        drain()
+
+        self._seed(alice, history)
+        list_ms = []
+        for _ in range(max(20, rounds * 10)):
+            began = time.perf_counter()
+            list(pauses_visible(caller=bob).filter(state="paused").order_by("-created_at")[:50])
+            list_ms.append((time.perf_counter() - began) * 1000)
+
+        self.stdout.write(f"Harbor benchmark on {database} ({rounds} rounds of {cycles} cycles; min / median / max)")
+        self.stdout.write(f"  pause + decide cycles/s, in-process   ours {_spread(ours)}")
+        if langgraph:
+            ratio = statistics.median(ours) / statistics.median(theirs)
+            self.stdout.write(f"                                       LangGraph {_spread(theirs)}  (ours ÷ LangGraph = {ratio:.2f}×)")
+            langgraph[1]()
+        else:
+            self.stdout.write("                                       LangGraph: not installed (pip install -e '.[bench]')")
+        self.stdout.write(f"  SQL statements per cycle              ours {statements}")
+        self.stdout.write(f"  approve service call, p50 / p99 ms    ours {statistics.median(approve_ms):.1f} / "
+                          f"{sorted(approve_ms)[int(len(approve_ms) * 0.99) - 1]:.1f}")
+        self.stdout.write(f"  pause.list page for an approver, p95 ms, {history} decided pauses: "
+                          f"{sorted(list_ms)[int(len(list_ms) * 0.95) - 1]:.1f}")
+
+    def _seed(self, caller, count: int) -> None:
+        """History: decided pauses, the shape that makes unbounded reads grow."""
+        for _ in range(count):
+            _ours_cycle(caller)
