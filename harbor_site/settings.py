@@ -5,6 +5,7 @@ layer, runs advanced by threads inside the web process). With them: production
 (PostgreSQL, channels_redis, Celery workers on a Redis broker).
 """
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -165,11 +166,27 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- API identity (runs.auth) -------------------------------------------------------------
-# Public keys trusted for bearer JWTs: PEM text, or comma-separated paths to PEM files.
+# Trusted issuers, as JSON: [{"issuer": "https://idp.acme.example", "tenants": ["acme"],
+#   "keys": "/etc/harbor/acme.pem" | "-----BEGIN…", "jwks_url": "https://…/jwks.json",
+#   "audience": "harbor" (optional), "namespace": "acme-idp" (optional: "" = this server's
+#   own accounts; default the issuer's host name, so equal names of two issuers stay apart)}]
+HARBOR_JWT_ISSUERS = json.loads(os.environ.get("HARBOR_JWT_ISSUERS", "") or "[]")
+# The single-issuer shorthand: public keys (PEM text, or comma-separated paths to PEM files)
+# of one identity provider whose users are this server's own accounts, its `iss`, and the
+# tenants it may speak for ("*": all of them — one organisation).
 HARBOR_JWT_PUBLIC_KEYS = os.environ.get("HARBOR_JWT_PUBLIC_KEYS", "")
-# The embedded default also trusts its development key pair (var/jwt-dev-key.pem), which
-# `manage.py harbor_token` signs with. Production never does.
+HARBOR_JWT_ISSUER = os.environ.get("HARBOR_JWT_ISSUER", "harbor")
+HARBOR_JWT_TENANTS = os.environ.get("HARBOR_JWT_TENANTS", "*")
+# The `aud` every token must carry (an issuer may override it).
+HARBOR_JWT_AUDIENCE = os.environ.get("HARBOR_JWT_AUDIENCE", "harbor")
+# Tokens whose exp lies further ahead than this are refused.
+HARBOR_JWT_MAX_TTL_SECONDS = int(os.environ.get("HARBOR_JWT_MAX_TTL_SECONDS", str(7 * 24 * 3600)))
+# The embedded default also trusts its development key pair (var/jwt-dev-key.pem, issuer
+# `harbor-dev`), which `manage.py harbor_token` signs with. Production never does.
 HARBOR_JWT_DEV_KEYS = EMBEDDED and os.environ.get("HARBOR_JWT_DEV_KEYS", "1") == "1"
+# A token for a tenant this server does not know is refused, unless this is on (then the
+# tenant is created, if the token's issuer may speak for it).
+HARBOR_AUTO_PROVISION_TENANTS = os.environ.get("HARBOR_AUTO_PROVISION_TENANTS", "0") == "1"
 # Refused decisions (token guessing) before 429 rate_limited, per identity and per address.
 HARBOR_REFUSAL_WINDOW_SECONDS = int(os.environ.get("HARBOR_REFUSAL_WINDOW_SECONDS", "900"))
 HARBOR_REFUSALS_PER_IDENTITY = int(os.environ.get("HARBOR_REFUSALS_PER_IDENTITY", "10"))
