@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI and Redoc served from our own static files, no CDN
     "channels",
     "guardian",
+    "axes",
     "runs",
     "approvals",
 ]
@@ -59,6 +60,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "harbor_site.urls"
@@ -104,9 +107,19 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out sign-in before any password check
+    "runs.identity.LoginBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
+# Sign-in lockout (django-axes): 5 failures for one account from one address lock that pair
+# for 15 minutes. The address is REMOTE_ADDR (no forwarded headers, which a client can forge);
+# lockouts are listed, and can be lifted, in the admin (Axes › Access attempts).
+AXES_FAILURE_LIMIT = int(os.environ.get("HARBOR_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("HARBOR_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_USERNAME_CALLABLE = "runs.identity.login_username"
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row
 
 LANGUAGE_CODE = "en-us"

@@ -14,6 +14,7 @@ from functools import cached_property
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
 from django.db import IntegrityError, transaction
 
 from .errors import AuthRejected, IdentityRequired
@@ -148,3 +149,28 @@ def _provision(tenant: Tenant, username: str):
             return user
     except IntegrityError:  # provisioned concurrently by another request
         return User.objects.filter(username=username).first()
+
+
+# --- Password sign-in (the pages and the admin) ------------------------------------------------
+
+
+def login_username(request, credentials: dict) -> str:
+    """The name a sign-in attempt is for, normalised, so `Alice` and `alice ` count as one
+    account towards the lockout (django-axes' AXES_USERNAME_CALLABLE)."""
+    username = (credentials or {}).get("username") or ""
+    try:
+        return name_normalise(username)
+    except AuthRejected:
+        return username
+
+
+class LoginBackend(ModelBackend):
+    """Password sign-in with the user name normalised as a token's is."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if username is not None:
+            try:
+                username = name_normalise(username)
+            except AuthRejected:
+                return None
+        return super().authenticate(request, username=username, password=password, **kwargs)
