@@ -7,6 +7,8 @@ layer, runs advanced by threads inside the web process). With them: production
 
 import json
 import os
+import secrets
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,12 +25,45 @@ EMBEDDED = not (DATABASE_URL or REDIS_URL)
 if bool(DATABASE_URL) != bool(REDIS_URL):
     raise ImproperlyConfigured("Set both DATABASE_URL and REDIS_URL (production) or neither (embedded).")
 
-DEBUG = os.environ.get("DJANGO_DEBUG", "1" if EMBEDDED else "0") == "1"
+# Off unless asked for, on every topology: a debug page shows settings and source.
+DEBUG = os.environ.get("HARBOR_DEBUG", "0") == "1"
 
-_INSECURE_KEY = "embedded-default-insecure-key-do-not-use-in-production"
-SECRET_KEY = os.environ.get("SECRET_KEY", _INSECURE_KEY if EMBEDDED else "")
-if not EMBEDDED and (len(SECRET_KEY) < 32 or SECRET_KEY == _INSECURE_KEY):
+
+def _local_secret(name: str) -> str:
+    """A random secret kept in VAR_DIR/<name> (git-ignored), created on first run and
+    readable by its owner only. Whichever process gets there first writes it; the others
+    read the same file."""
+    path = VAR_DIR / name
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(dir=VAR_DIR, prefix=f".{name}-")  # created 0600
+        try:
+            os.write(fd, secrets.token_urlsafe(48).encode())
+            os.close(fd)
+            try:
+                os.link(tmp, path)  # atomic and exclusive: a concurrent creator's secret wins
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(tmp)
+    if path.stat().st_mode & 0o077:
+        raise ImproperlyConfigured(f"{path} must be readable by its owner only (chmod 600)")
+    return path.read_text().strip()
+
+
+# The source once shipped a fixed embedded key; a copy of the source must never sign anything.
+_PUBLIC_KEYS = {"embedded-default-insecure-key-do-not-use-in-production"}
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or (_local_secret("secret-key") if EMBEDDED else "")
+if len(SECRET_KEY) < 32 or SECRET_KEY in _PUBLIC_KEYS:
     raise ImproperlyConfigured("Production needs a real SECRET_KEY (32+ characters) in the environment.")
+
+# Keys of resume tokens (runs.tokens), newest first, comma-separated: their own list, so
+# SECRET_KEY rotates without stranding open pauses. Rotate by prepending a new key and
+# dropping the old one once no pause sealed with it is open. Unset: a generated local key
+# on the embedded default; SECRET_KEY in production (add the old SECRET_KEY here before
+# rotating it).
+HARBOR_TOKEN_KEYS = [k.strip() for k in os.environ.get("HARBOR_TOKEN_KEYS", "").split(",") if k.strip()] or [
+    _local_secret("token-key") if EMBEDDED else SECRET_KEY
+]
 
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
