@@ -175,6 +175,9 @@ LOGOUT_REDIRECT_URL = "login"
 
 # Production is served over HTTPS behind a proxy; HARBOR_HTTPS=0 only for local checks.
 HTTPS = os.environ.get("HARBOR_HTTPS", "0" if EMBEDDED else "1") == "1"
+# Sessions live in the database keyed by a digest of their key (runs.sessions): a copy of
+# the database holds no usable login.
+SESSION_ENGINE = "runs.sessions"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 if HTTPS:
