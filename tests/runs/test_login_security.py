@@ -101,3 +101,4 @@ def test_a_single_tenant_person_sees_no_switcher(people):
     client = Client()
     client.force_login(get_user_model().objects.get(username="alice"))
     assert 'name="tenant"' not in client.get("/console/").content.decode()
+

@@ -39,8 +39,8 @@ class Command(BaseCommand):
                 "this deployment does not trust the development key pair (only the embedded default does); "
                 "pass --private-key with the private half of a key this deployment trusts (and --issuer)"
             )
-        if options["ttl"] <= 0:
-            raise CommandError("--ttl must be positive")
+        if not 0 < options["ttl"] <= settings.HARBOR_JWT_MAX_TTL_SECONDS:
+            raise CommandError(f"--ttl must be between 1 and {settings.HARBOR_JWT_MAX_TTL_SECONDS} seconds")
         token = token_issue(
             tenant=options["tenant"], user=options["user"], session=options["session"],
             scopes=options["scopes"], ttl=options["ttl"], private_key=key,
