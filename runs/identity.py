@@ -80,6 +80,17 @@ class Caller:
     session: str
     scopes: frozenset[str] = field(default_factory=frozenset)
     address: str | None = None
+    namespace: str = ""  # the token issuer's (see person_username)
+
+    def names_me(self, name) -> bool:
+        """Whether a user name, spelled as the token or a body may spell it (`Alice`, or an
+        external issuer's `carol`), names this caller."""
+        if name == self.user.username:
+            return True
+        try:
+            return person_username(name, self.namespace) == self.user.username
+        except AuthRejected:
+            return False
 
     @cached_property
     def role(self) -> str | None:
@@ -122,7 +133,8 @@ def caller_resolve(
         _grant_member(tenant_obj, user_obj)
     if not Membership.objects.filter(tenant=tenant_obj, user=user_obj).exists():
         raise AuthRejected("the user is not a member of this tenant")
-    return Caller(tenant=tenant_obj, user=user_obj, session=session, scopes=frozenset(scopes), address=address)
+    return Caller(tenant=tenant_obj, user=user_obj, session=session, scopes=frozenset(scopes), address=address,
+                  namespace=namespace)
 
 
 def _provision_tenant(slug: str) -> tuple[Tenant | None, bool]:

@@ -196,3 +196,13 @@ def test_an_unknown_tenant_is_refused_unless_auto_provisioning_is_on(api, settin
         {"issuer": "https://idp.initech.test", "tenants": ["initech"], "keys": _pem(EC_KEY)}]
     api.ok("/v1/tasks/list", token=mint("ivan", tenant="initech", key=EC_KEY, issuer="https://idp.initech.test"))
     assert Membership.objects.get(tenant__slug="initech").user.username == "idp.initech.test/ivan"
+
+
+def test_a_body_identity_spelling_the_tokens_user_differently_is_no_contradiction(api, two_issuers):
+    body = {"identity": {"user": "Alice", "tenant": "acme"}, "query": "q", "agent_id": "countdown"}
+    assert api.ok("/v1/control/start", body, token=acme_token("Alice"))["reused"] is False
+    body = {"identity": {"user": "carol"}, "query": "q", "agent_id": "countdown"}
+    assert api.ok("/v1/control/start", body, token=globex_token("carol"))["reused"] is False
+    for other in ("bob", "idp.globex.test/carol"):
+        api.error("/v1/control/start", {"identity": {"user": other}, "query": "q", "agent_id": "countdown"},
+                  token=acme_token("Alice"), status=401, code="identity_required")
