@@ -245,7 +245,12 @@ SPECTACULAR_SETTINGS = {
 #   "keys": "/etc/harbor/acme.pem" | "-----BEGIN…", "jwks_url": "https://…/jwks.json",
 #   "audience": "harbor" (optional), "namespace": "acme-idp" (optional: "" = this server's
 #   own accounts; default the issuer's host name, so equal names of two issuers stay apart)}]
-HARBOR_JWT_ISSUERS = json.loads(os.environ.get("HARBOR_JWT_ISSUERS", "") or "[]")
+try:
+    HARBOR_JWT_ISSUERS = json.loads(os.environ.get("HARBOR_JWT_ISSUERS", "") or "[]")
+except ValueError as error:
+    raise ImproperlyConfigured(f"HARBOR_JWT_ISSUERS is not valid JSON: {error}") from None
+if not isinstance(HARBOR_JWT_ISSUERS, list):
+    raise ImproperlyConfigured("HARBOR_JWT_ISSUERS must be a JSON list of issuers")
 # The single-issuer shorthand: public keys (PEM text, or comma-separated paths to PEM files)
 # of one identity provider whose users are this server's own accounts, its `iss`, and the
 # tenants it may speak for ("*": all of them — one organisation).

@@ -105,3 +105,9 @@ def test_a_database_copy_with_the_source_recovers_no_token(people, parked, setti
     run, pause, token = parked
     settings.HARBOR_TOKEN_KEYS = [settings.SECRET_KEY]
     assert token_unseal(pause.token_sealed) is None
+
+
+@pytest.mark.parametrize("value", ["not json", '{"issuer": "x"}'])
+def test_a_malformed_issuer_list_refuses_to_start(tmp_path, value):
+    result = settings_in({"HARBOR_JWT_ISSUERS": value}, tmp_path)
+    assert result.returncode != 0 and "HARBOR_JWT_ISSUERS" in result.stderr
