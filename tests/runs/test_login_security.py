@@ -102,3 +102,9 @@ def test_a_single_tenant_person_sees_no_switcher(people):
     client.force_login(get_user_model().objects.get(username="alice"))
     assert 'name="tenant"' not in client.get("/console/").content.decode()
 
+
+
+def test_an_account_made_with_capitals_is_stored_normalised_and_signs_in(people):
+    user = get_user_model().objects.create_user(username="  Carol ", password="carol-password")
+    assert user.username == "carol"
+    assert _sign_in(Client(), "CAROL", "carol-password").status_code == 302
