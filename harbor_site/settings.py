@@ -5,7 +5,10 @@ layer, runs advanced by threads inside the web process). With them: production
 (PostgreSQL, channels_redis, Celery workers on a Redis broker).
 """
 
+import json
 import os
+import secrets
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,12 +25,45 @@ EMBEDDED = not (DATABASE_URL or REDIS_URL)
 if bool(DATABASE_URL) != bool(REDIS_URL):
     raise ImproperlyConfigured("Set both DATABASE_URL and REDIS_URL (production) or neither (embedded).")
 
-DEBUG = os.environ.get("DJANGO_DEBUG", "1" if EMBEDDED else "0") == "1"
+# Off unless asked for, on every topology: a debug page shows settings and source.
+DEBUG = os.environ.get("HARBOR_DEBUG", "0") == "1"
 
-_INSECURE_KEY = "embedded-default-insecure-key-do-not-use-in-production"
-SECRET_KEY = os.environ.get("SECRET_KEY", _INSECURE_KEY if EMBEDDED else "")
-if not EMBEDDED and (len(SECRET_KEY) < 32 or SECRET_KEY == _INSECURE_KEY):
+
+def _local_secret(name: str) -> str:
+    """A random secret kept in VAR_DIR/<name> (git-ignored), created on first run and
+    readable by its owner only. Whichever process gets there first writes it; the others
+    read the same file."""
+    path = VAR_DIR / name
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(dir=VAR_DIR, prefix=f".{name}-")  # created 0600
+        try:
+            os.write(fd, secrets.token_urlsafe(48).encode())
+            os.close(fd)
+            try:
+                os.link(tmp, path)  # atomic and exclusive: a concurrent creator's secret wins
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(tmp)
+    if path.stat().st_mode & 0o077:
+        raise ImproperlyConfigured(f"{path} must be readable by its owner only (chmod 600)")
+    return path.read_text().strip()
+
+
+# The source once shipped a fixed embedded key; a copy of the source must never sign anything.
+_PUBLIC_KEYS = {"embedded-default-insecure-key-do-not-use-in-production"}
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or (_local_secret("secret-key") if EMBEDDED else "")
+if len(SECRET_KEY) < 32 or SECRET_KEY in _PUBLIC_KEYS:
     raise ImproperlyConfigured("Production needs a real SECRET_KEY (32+ characters) in the environment.")
+
+# Keys of resume tokens (runs.tokens), newest first, comma-separated: their own list, so
+# SECRET_KEY rotates without stranding open pauses. Rotate by prepending a new key and
+# dropping the old one once no pause sealed with it is open. Unset: a generated local key
+# on the embedded default; SECRET_KEY in production (add the old SECRET_KEY here before
+# rotating it).
+HARBOR_TOKEN_KEYS = [k.strip() for k in os.environ.get("HARBOR_TOKEN_KEYS", "").split(",") if k.strip()] or [
+    _local_secret("token-key") if EMBEDDED else SECRET_KEY
+]
 
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
@@ -45,12 +81,15 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI and Redoc served from our own static files, no CDN
     "channels",
     "guardian",
+    "axes",
+    "csp",
     "runs",
     "approvals",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -58,6 +97,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "harbor_site.urls"
@@ -103,9 +144,19 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out sign-in before any password check
+    "runs.identity.LoginBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
+# Sign-in lockout (django-axes): 5 failures for one account from one address lock that pair
+# for 15 minutes. The address is REMOTE_ADDR (no forwarded headers, which a client can forge);
+# lockouts are listed, and can be lifted, in the admin (Axes › Access attempts).
+AXES_FAILURE_LIMIT = int(os.environ.get("HARBOR_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("HARBOR_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_USERNAME_CALLABLE = "runs.identity.login_username"
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row
 
 LANGUAGE_CODE = "en-us"
@@ -126,10 +177,35 @@ LOGOUT_REDIRECT_URL = "login"
 
 # Production is served over HTTPS behind a proxy; HARBOR_HTTPS=0 only for local checks.
 HTTPS = os.environ.get("HARBOR_HTTPS", "0" if EMBEDDED else "1") == "1"
+# Sessions live in the database keyed by a digest of their key (runs.sessions): a copy of
+# the database holds no usable login.
+SESSION_ENGINE = "runs.sessions"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 if HTTPS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = int(os.environ.get("HARBOR_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("HARBOR_HSTS_INCLUDE_SUBDOMAINS", "0") == "1"
+
+# Security headers. The pages load scripts and styles only from our own static files (no
+# inline script or style), so the policy needs no 'unsafe-inline'; websockets are same-origin.
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],  # CSP3: 'self' covers same-origin ws:/wss:
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        **({"upgrade-insecure-requests": True} if HTTPS else {}),
+    },
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -165,11 +241,32 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- API identity (runs.auth) -------------------------------------------------------------
-# Public keys trusted for bearer JWTs: PEM text, or comma-separated paths to PEM files.
+# Trusted issuers, as JSON: [{"issuer": "https://idp.acme.example", "tenants": ["acme"],
+#   "keys": "/etc/harbor/acme.pem" | "-----BEGIN…", "jwks_url": "https://…/jwks.json",
+#   "audience": "harbor" (optional), "namespace": "acme-idp" (optional: "" = this server's
+#   own accounts; default the issuer's host name, so equal names of two issuers stay apart)}]
+try:
+    HARBOR_JWT_ISSUERS = json.loads(os.environ.get("HARBOR_JWT_ISSUERS", "") or "[]")
+except ValueError as error:
+    raise ImproperlyConfigured(f"HARBOR_JWT_ISSUERS is not valid JSON: {error}") from None
+if not isinstance(HARBOR_JWT_ISSUERS, list):
+    raise ImproperlyConfigured("HARBOR_JWT_ISSUERS must be a JSON list of issuers")
+# The single-issuer shorthand: public keys (PEM text, or comma-separated paths to PEM files)
+# of one identity provider whose users are this server's own accounts, its `iss`, and the
+# tenants it may speak for ("*": all of them — one organisation).
 HARBOR_JWT_PUBLIC_KEYS = os.environ.get("HARBOR_JWT_PUBLIC_KEYS", "")
-# The embedded default also trusts its development key pair (var/jwt-dev-key.pem), which
-# `manage.py harbor_token` signs with. Production never does.
+HARBOR_JWT_ISSUER = os.environ.get("HARBOR_JWT_ISSUER", "harbor")
+HARBOR_JWT_TENANTS = os.environ.get("HARBOR_JWT_TENANTS", "*")
+# The `aud` every token must carry (an issuer may override it).
+HARBOR_JWT_AUDIENCE = os.environ.get("HARBOR_JWT_AUDIENCE", "harbor")
+# Tokens whose exp lies further ahead than this are refused.
+HARBOR_JWT_MAX_TTL_SECONDS = int(os.environ.get("HARBOR_JWT_MAX_TTL_SECONDS", str(7 * 24 * 3600)))
+# The embedded default also trusts its development key pair (var/jwt-dev-key.pem, issuer
+# `harbor-dev`), which `manage.py harbor_token` signs with. Production never does.
 HARBOR_JWT_DEV_KEYS = EMBEDDED and os.environ.get("HARBOR_JWT_DEV_KEYS", "1") == "1"
+# A token for a tenant this server does not know is refused, unless this is on (then the
+# tenant is created, if the token's issuer may speak for it).
+HARBOR_AUTO_PROVISION_TENANTS = os.environ.get("HARBOR_AUTO_PROVISION_TENANTS", "0") == "1"
 # Refused decisions (token guessing) before 429 rate_limited, per identity and per address.
 HARBOR_REFUSAL_WINDOW_SECONDS = int(os.environ.get("HARBOR_REFUSAL_WINDOW_SECONDS", "900"))
 HARBOR_REFUSALS_PER_IDENTITY = int(os.environ.get("HARBOR_REFUSALS_PER_IDENTITY", "10"))

@@ -1,9 +1,15 @@
 """/v1/: the Harbor Protocol over HTTP (PROTOCOL §2), its OpenAPI description and docs."""
 
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView, SpectacularSwaggerView
+from csp.decorators import csp_update
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from . import api, sse
+
+# The docs pages' renderers inject styles and (Redoc) start a worker from a blob; their
+# scripts still come only from our static files (the split Swagger view serves its init
+# script from a URL, not inline).
+_docs_csp = csp_update({"style-src": ["'unsafe-inline'"], "worker-src": ["'self'", "blob:"]})
 
 urlpatterns = [
     path("control/start", api.StartView.as_view(), name="api-start"),
@@ -14,7 +20,7 @@ urlpatterns = [
     path("tasks/get", api.TaskGetView.as_view(), name="api-tasks-get"),
     path("events", sse.events_stream, name="api-events"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="api-schema"),
-    path("docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("redoc", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("docs", _docs_csp(SpectacularSwaggerSplitView.as_view(url_name="api-schema")), name="api-docs"),
+    path("redoc", _docs_csp(SpectacularRedocView.as_view(url_name="api-schema")), name="api-redoc"),
     re_path(r"^.*$", api.not_found, name="api-not-found"),
 ]

@@ -1,17 +1,25 @@
 """API identity (PROTOCOL §1): a bearer JWT verified with asymmetric algorithms only, against
-the public keys this deployment trusts.
+the issuers this deployment trusts.
 
-- Production trusts only the keys configured in `HARBOR_JWT_PUBLIC_KEYS` (PEM text, or paths
-  to PEM files separated by commas; a file may hold several keys). None configured: every
-  token is refused — never an open door.
-- The embedded default also trusts a development key pair, created on first use under
-  `VAR_DIR`; `manage.py harbor_token` signs with it.
+An issuer is trusted with keys (PEM files or text, and/or a JWKS URL) and is bound to the
+tenants it may speak for: a token is accepted only if its `iss` names a trusted issuer, its
+signature verifies with one of *that issuer's* keys, its `aud` is this server, and its
+`tenant` is one the issuer may speak for. So a key trusted for one tenant cannot mint
+identities in another.
 
-Every failure is `401 auth_rejected` (bad algorithm, signature, expiry, key, claims) or
-`401 identity_required` (no token, no session) — failing closed, before any service runs.
+- `HARBOR_JWT_ISSUERS` (JSON list) configures issuers; `HARBOR_JWT_PUBLIC_KEYS` (with
+  `HARBOR_JWT_ISSUER`, `HARBOR_JWT_TENANTS`) is the single-issuer shorthand. None
+  configured: every token is refused — never an open door.
+- The embedded default also trusts a development key pair (issuer `harbor-dev`), created on
+  first use under `VAR_DIR`; `manage.py harbor_token` signs with it.
+
+Every failure is `401 auth_rejected` (bad algorithm, signature, expiry, key, issuer,
+audience, claims) or `401 identity_required` (no token, no session) — failing closed, before
+any service runs.
 """
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -19,11 +27,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
 from .errors import AuthRejected, IdentityRequired
@@ -37,6 +47,8 @@ ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512")
 SESSION_HEADER = "HTTP_X_HARBOR_SESSION"
 LEEWAY_SECONDS = 30
 DEV_KEY_FILE = "jwt-dev-key.pem"
+DEV_ISSUER = "harbor-dev"
+ANY_TENANT = "*"
 _SESSION = re.compile(r"^[\x21-\x7e]{1,128}$")  # printable ASCII, no spaces
 MAX_TENANT, MAX_USER = 50, 150
 
@@ -47,6 +59,24 @@ class Claims:
     user: str
     session: str | None
     scopes: frozenset[str]
+    issuer: str = DEV_ISSUER
+    namespace: str = ""  # "" : the issuer's users are this server's own accounts
+
+
+@dataclass(frozen=True)
+class Issuer:
+    """One trusted issuer: its keys, the tenants it may speak for, and the namespace its
+    user names live in ("" for this server's own accounts)."""
+
+    issuer: str
+    tenants: frozenset[str]
+    keys: tuple = ()  # (key id, public key)
+    jwks_url: str = ""
+    audience: str = ""
+    namespace: str = ""
+
+    def speaks_for(self, tenant: str) -> bool:
+        return ANY_TENANT in self.tenants or tenant in self.tenants
 
 
 # --- Keys ---------------------------------------------------------------------------------
@@ -112,25 +142,86 @@ def dev_private_key():
     return serialization.load_pem_private_key(path.read_bytes(), password=None)
 
 
+def _namespace_default(issuer: str) -> str:
+    """Users of an external issuer live in their own namespace (its host name by default),
+    so the same name from two issuers is two people, never one account."""
+    return urlsplit(issuer).hostname or issuer
+
+
+def _issuer_from(entry: dict) -> Issuer:
+    if not isinstance(entry, dict) or not isinstance(entry.get("issuer"), str) or not entry["issuer"]:
+        raise ImproperlyConfigured("each HARBOR_JWT_ISSUERS entry needs an 'issuer' string")
+    tenants = entry.get("tenants")
+    if isinstance(tenants, str):
+        tenants = [t.strip() for t in tenants.split(",") if t.strip()]
+    if not tenants or not all(isinstance(t, str) for t in tenants):
+        raise ImproperlyConfigured(f"issuer {entry['issuer']!r}: list the tenants it may speak for ('*' for all)")
+    keys = entry.get("keys", "")
+    keys = configured_public_keys("\n".join(keys) if isinstance(keys, list) else keys)
+    if not keys and not entry.get("jwks_url"):
+        raise ImproperlyConfigured(f"issuer {entry['issuer']!r}: give 'keys' (PEM) or a 'jwks_url'")
+    namespace = entry.get("namespace")
+    return Issuer(
+        issuer=entry["issuer"], tenants=frozenset(tenants), keys=tuple((key_id(k), k) for k in keys),
+        jwks_url=entry.get("jwks_url", ""), audience=entry.get("audience", ""),
+        namespace=_namespace_default(entry["issuer"]) if namespace is None else namespace,
+    )
+
+
 _cache: dict[tuple, dict] = {}
 
 
-def trusted_keys() -> dict[str, object]:
-    """{key id: public key} of every key this deployment trusts."""
+def trusted_issuers() -> dict[str, Issuer]:
+    """{iss: Issuer} of every issuer this deployment trusts."""
     dev = bool(getattr(settings, "HARBOR_JWT_DEV_KEYS", False))
-    configured = getattr(settings, "HARBOR_JWT_PUBLIC_KEYS", "")
-    cache_key = (configured, dev, str(settings.VAR_DIR) if dev else "")
+    configured = getattr(settings, "HARBOR_JWT_ISSUERS", [])
+    single = (getattr(settings, "HARBOR_JWT_PUBLIC_KEYS", ""), getattr(settings, "HARBOR_JWT_ISSUER", "harbor"),
+              getattr(settings, "HARBOR_JWT_TENANTS", ANY_TENANT))
+    cache_key = (json.dumps(configured, sort_keys=True), single, dev, str(settings.VAR_DIR) if dev else "")
     if cache_key not in _cache:
-        keys = configured_public_keys(configured)
+        issuers = [_issuer_from(entry) for entry in configured]
+        if single[0].strip():
+            # The single-issuer shorthand: one organisation's identity provider, whose users
+            # are this server's own accounts.
+            issuers.append(_issuer_from({"issuer": single[1], "keys": single[0], "tenants": single[2], "namespace": ""}))
         if dev:
-            keys.append(dev_private_key().public_key())
+            dev_key = dev_private_key().public_key()
+            issuers.append(Issuer(issuer=DEV_ISSUER, tenants=frozenset({ANY_TENANT}),
+                                  keys=((key_id(dev_key), dev_key),)))
+        by_iss: dict[str, Issuer] = {}
+        for issuer in issuers:
+            if issuer.issuer in by_iss:
+                raise ImproperlyConfigured(f"issuer {issuer.issuer!r} is configured twice")
+            by_iss[issuer.issuer] = issuer
         _cache.clear()
-        _cache[cache_key] = {key_id(k): k for k in keys}
+        _cache[cache_key] = by_iss
     return _cache[cache_key]
+
+
+# One cached JWKS client per URL: keys are fetched once and refreshed at most every
+# `lifespan` seconds (an unknown kid triggers one refetch, rate limited by PyJWT's cooldown).
+_jwks_clients: dict[str, jwt.PyJWKClient] = {}
+
+
+def _jwks_keys(url: str, kid) -> list:
+    client = _jwks_clients.get(url)
+    if client is None:
+        client = _jwks_clients[url] = jwt.PyJWKClient(url, cache_keys=True, lifespan=300, timeout=5)
+    try:
+        if isinstance(kid, str):
+            return [client.get_signing_key(kid).key]
+        return [k.key for k in client.get_signing_keys()]
+    except jwt.PyJWKClientError as error:
+        log.warning("JWKS %s: %s", url, error)
+        return []
 
 
 def _algorithm_fits(algorithm: str, key) -> bool:
     return isinstance(key, rsa.RSAPublicKey) if algorithm.startswith("RS") else isinstance(key, ec.EllipticCurvePublicKey)
+
+
+def _audience() -> str:
+    return getattr(settings, "HARBOR_JWT_AUDIENCE", "harbor")
 
 
 # --- Tokens -------------------------------------------------------------------------------
@@ -145,45 +236,61 @@ def token_issue(
     ttl: int = 12 * 3600,
     private_key=None,
     algorithm: str | None = None,
+    issuer: str | None = None,
+    audience: str | None = None,
     extra: dict | None = None,
 ) -> str:
-    """Sign a Harbor JWT. Without `private_key` it is signed by the development key pair,
-    which only the embedded default trusts. Used by `manage.py harbor_token` and tests."""
+    """Sign a Harbor JWT. Without `private_key` it is signed by the development key pair
+    (issuer `harbor-dev`), which only the embedded default trusts. Used by
+    `manage.py harbor_token` and tests."""
+    if issuer is None:
+        issuer = DEV_ISSUER if private_key is None else getattr(settings, "HARBOR_JWT_ISSUER", "harbor")
     key = private_key if private_key is not None else dev_private_key()
     if algorithm is None:
         algorithm = "RS256" if isinstance(key, rsa.RSAPrivateKey) else "ES256"
     now = int(time.time())
-    claims = {"tenant": tenant, "user": user, "scopes": list(scopes), "iat": now, "exp": now + ttl}
+    claims = {"iss": issuer, "aud": audience or _audience(), "tenant": tenant, "user": user,
+              "scopes": list(scopes), "iat": now, "exp": now + ttl}
     if session is not None:
         claims["session"] = session
     claims.update(extra or {})
     return jwt.encode(claims, key, algorithm=algorithm, headers={"kid": key_id(key.public_key())})
 
 
+def _max_ttl() -> int:
+    return int(getattr(settings, "HARBOR_JWT_MAX_TTL_SECONDS", 7 * 24 * 3600))
+
+
 def token_verify(token: str) -> Claims:
     """Verify a bearer token and return its claims, or raise AuthRejected."""
     try:
         header = jwt.get_unverified_header(token)
+        unverified = jwt.decode(token, options={"verify_signature": False})
     except jwt.PyJWTError:
         raise AuthRejected("the bearer token is not a well-formed JWT") from None
     algorithm = header.get("alg")
     if algorithm not in ALGORITHMS:
         raise AuthRejected(f"JWT algorithm {algorithm!r} is not accepted; use one of {', '.join(ALGORITHMS)}")
-    keys = trusted_keys()
+    # The issuer picks the keys: only the keys trusted for the issuer the token names are
+    # tried, so one issuer's key never vouches for another issuer's claims.
+    iss = unverified.get("iss")
+    issuer = trusted_issuers().get(iss) if isinstance(iss, str) else None
+    if issuer is None:
+        raise AuthRejected("the token's issuer (iss) is not trusted")
     kid = header.get("kid")
-    if kid is not None:
-        candidates = [keys[kid]] if isinstance(kid, str) and kid in keys else []
-    else:
-        candidates = list(keys.values())
+    candidates = [k for k_id, k in issuer.keys if kid is None or k_id == kid]
+    if issuer.jwks_url:
+        candidates += _jwks_keys(issuer.jwks_url, kid)
     candidates = [k for k in candidates if _algorithm_fits(algorithm, k)]
     if not candidates:
-        raise AuthRejected("the token is not signed by a trusted key")
+        raise AuthRejected("the token is not signed by a key trusted for its issuer")
     claims = None
     for key in candidates:
         try:
             claims = jwt.decode(
                 token, key, algorithms=[algorithm], leeway=LEEWAY_SECONDS,
-                options={"require": ["exp"], "verify_aud": False},
+                audience=issuer.audience or _audience(), issuer=issuer.issuer,
+                options={"require": ["exp", "iss", "aud"]},
             )
             break
         except jwt.ExpiredSignatureError:
@@ -193,11 +300,19 @@ def token_verify(token: str) -> Claims:
         except jwt.PyJWTError as error:
             raise AuthRejected(f"the token was refused: {error}") from None
     if claims is None:
-        raise AuthRejected("the token is not signed by a trusted key")
-    return _claims(claims)
+        raise AuthRejected("the token is not signed by a key trusted for its issuer")
+    exp = claims["exp"]
+    # PyJWT accepts "123" and floats; a lifetime past the cap is a minting mistake or a
+    # forgery that should not live for years.
+    if type(exp) is not int or exp > time.time() + _max_ttl() + LEEWAY_SECONDS:
+        raise AuthRejected("the token's exp is not a sensible expiry time")
+    result = _claims(claims, issuer)
+    if not issuer.speaks_for(result.tenant):
+        raise AuthRejected("the token's issuer may not speak for this tenant")
+    return result
 
 
-def _claims(claims: dict) -> Claims:
+def _claims(claims: dict, issuer: Issuer) -> Claims:
     tenant, user, session = claims.get("tenant"), claims.get("user"), claims.get("session")
     if not isinstance(tenant, str) or not 0 < len(tenant) <= MAX_TENANT:
         raise AuthRejected("the token has no valid tenant claim")
@@ -210,7 +325,8 @@ def _claims(claims: dict) -> Claims:
         scopes = scopes.split()
     if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
         raise AuthRejected("the token's scopes claim must be a list of strings")
-    return Claims(tenant=tenant, user=user, session=session, scopes=frozenset(scopes))
+    return Claims(tenant=tenant, user=user, session=session, scopes=frozenset(scopes),
+                  issuer=issuer.issuer, namespace=issuer.namespace)
 
 
 # --- Requests -----------------------------------------------------------------------------
@@ -249,7 +365,7 @@ def caller_from_headers(meta) -> Caller:
         raise IdentityRequired("no session: send X-Harbor-Session or a token with a session claim")
     return caller_resolve(
         tenant=claims.tenant, user=claims.user, session=session, scopes=claims.scopes,
-        address=client_address(meta),
+        address=client_address(meta), namespace=claims.namespace,
     )
 
 

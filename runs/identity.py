@@ -1,9 +1,20 @@
-"""The verified identity triple (tenant, user, session) every service call acts as."""
+"""The verified identity triple (tenant, user, session) every service call acts as, and how
+a verified user name becomes one person.
 
+A person is one Django user. A verified (issuer, user) maps to one person: the issuer's
+namespace ("" for this server's own accounts, which password logins use too) plus the user
+name after normalisation. A person may hold memberships in several tenants; the tenant of
+a request is the token's `tenant` claim (on the pages, the tenant chosen in the session).
+"""
+
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
 from django.db import IntegrityError, transaction
 
 from .errors import AuthRejected, IdentityRequired
@@ -12,6 +23,54 @@ from .models import Membership, Role, Tenant
 User = get_user_model()
 
 ADMIN_SCOPE = "admin"
+_TENANT_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,49}$")
+
+# Cyrillic and Greek letters that render like Latin ones. A name made only of these (and
+# digits/punctuation) is a whole-script look-alike of a Latin name ("аdmin" in Cyrillic).
+_LATIN_LOOKALIKES = set("аеорсухіјѕԁӏԛԝһү" "αεικνορτυχ")
+NAMESPACE_SEPARATOR = "/"  # refused inside names, so "partner/carol" names one person only
+
+
+def _script(char: str) -> str | None:
+    """The script of a letter, from its Unicode name (LATIN SMALL LETTER A → LATIN)."""
+    if not char.isalpha():
+        return None
+    name = unicodedata.name(char, "")
+    return name.split(" ", 1)[0] if name else "UNKNOWN"
+
+
+def name_normalise(name) -> str:
+    """The canonical form of a user name: NFKC, case folded, stripped. `Alice`, `alice `
+    and `ａｌｉｃｅ` (full width) are all `alice`.
+
+    Look-alikes are refused rather than mapped: a name mixing scripts (Latin `alice` with a
+    Cyrillic `а`) or a Cyrillic/Greek name made only of Latin look-alike letters is almost
+    always an impersonation, and guessing which Latin name it "means" would merge two
+    people. Control, format and space characters inside a name are refused too."""
+    if not isinstance(name, str):
+        raise AuthRejected("the user name must be a string")
+    canonical = unicodedata.normalize("NFKC", name).casefold().strip()
+    # NFKC after case folding again: folding can produce characters NFKC would change.
+    canonical = unicodedata.normalize("NFKC", canonical)
+    if not 0 < len(canonical) <= 150:
+        raise AuthRejected("the user name is empty or too long")
+    if any(unicodedata.category(c)[0] in "CZ" for c in canonical):
+        raise AuthRejected("the user name contains spaces or invisible characters")
+    if NAMESPACE_SEPARATOR in canonical:
+        raise AuthRejected(f"the user name may not contain {NAMESPACE_SEPARATOR!r}")
+    scripts = {s for s in map(_script, canonical) if s}
+    if len(scripts) > 1:
+        raise AuthRejected("the user name mixes scripts (a look-alike of another name)")
+    letters = [c for c in canonical if c.isalpha()]
+    if scripts and scripts != {"LATIN"} and all(c in _LATIN_LOOKALIKES for c in letters):
+        raise AuthRejected("the user name looks like a Latin name written in another script")
+    return canonical
+
+
+def person_username(name: str, namespace: str = "") -> str:
+    """The account name of a verified (issuer namespace, user name)."""
+    canonical = name_normalise(name)
+    return f"{namespace}{NAMESPACE_SEPARATOR}{canonical}" if namespace else canonical
 
 
 @dataclass(frozen=True)
@@ -21,6 +80,17 @@ class Caller:
     session: str
     scopes: frozenset[str] = field(default_factory=frozenset)
     address: str | None = None
+    namespace: str = ""  # the token issuer's (see person_username)
+
+    def names_me(self, name) -> bool:
+        """Whether a user name, spelled as the token or a body may spell it (`Alice`, or an
+        external issuer's `carol`), names this caller."""
+        if name == self.user.username:
+            return True
+        try:
+            return person_username(name, self.namespace) == self.user.username
+        except AuthRejected:
+            return False
 
     @cached_property
     def role(self) -> str | None:
@@ -36,24 +106,49 @@ class Caller:
 
 
 def caller_resolve(
-    *, tenant: str, user: str, session: str, scopes=(), address: str | None = None, provision: bool = True
+    *, tenant: str, user: str, session: str, scopes=(), address: str | None = None, provision: bool = True,
+    namespace: str = "",
 ) -> Caller:
-    """Turn a verified triple into a Caller. A user seen for the first time in a known
-    tenant is provisioned as a member; an unknown tenant, or a user who belongs to
-    another tenant, is refused."""
+    """Turn a verified triple into a Caller. A person seen for the first time is provisioned
+    as a member of the tenant they came in through; an existing person must already be a
+    member of the request's tenant (memberships in further tenants are granted by an
+    admin, so a revoked membership stays revoked). An unknown tenant is refused unless
+    `HARBOR_AUTO_PROVISION_TENANTS` is on."""
     if not (tenant and user and session):
         raise IdentityRequired("tenant, user and session are all required")
+    username = person_username(user, namespace)
     tenant_obj = Tenant.objects.filter(slug=tenant).first()
+    new_tenant = False
+    if tenant_obj is None and provision and getattr(settings, "HARBOR_AUTO_PROVISION_TENANTS", False):
+        tenant_obj, new_tenant = _provision_tenant(tenant)
     if tenant_obj is None:
         raise AuthRejected("unknown tenant")
-    user_obj = User.objects.filter(username=user).first()
+    user_obj = User.objects.filter(username=username).first()
     if user_obj is None and provision:
-        user_obj = _provision(tenant_obj, user)
+        user_obj = _provision(tenant_obj, username)
     if user_obj is None or not user_obj.is_active:
         raise AuthRejected("unknown user")
+    if new_tenant and provision:
+        # Nobody can have been removed from a tenant created just now.
+        _grant_member(tenant_obj, user_obj)
     if not Membership.objects.filter(tenant=tenant_obj, user=user_obj).exists():
         raise AuthRejected("the user is not a member of this tenant")
-    return Caller(tenant=tenant_obj, user=user_obj, session=session, scopes=frozenset(scopes), address=address)
+    return Caller(tenant=tenant_obj, user=user_obj, session=session, scopes=frozenset(scopes), address=address,
+                  namespace=namespace)
+
+
+def _provision_tenant(slug: str) -> tuple[Tenant | None, bool]:
+    if not _TENANT_SLUG.match(slug):
+        return None, False
+    tenant, created = Tenant.objects.get_or_create(slug=slug, defaults={"name": slug})
+    return tenant, created
+
+
+def _grant_member(tenant: Tenant, user) -> None:
+    from .permissions import membership_grant
+
+    if not Membership.objects.filter(tenant=tenant, user=user).exists():
+        membership_grant(tenant=tenant, user=user, role=Role.MEMBER)
 
 
 def _provision(tenant: Tenant, username: str):
@@ -66,3 +161,28 @@ def _provision(tenant: Tenant, username: str):
             return user
     except IntegrityError:  # provisioned concurrently by another request
         return User.objects.filter(username=username).first()
+
+
+# --- Password sign-in (the pages and the admin) ------------------------------------------------
+
+
+def login_username(request, credentials: dict) -> str:
+    """The name a sign-in attempt is for, normalised, so `Alice` and `alice ` count as one
+    account towards the lockout (django-axes' AXES_USERNAME_CALLABLE)."""
+    username = (credentials or {}).get("username") or ""
+    try:
+        return name_normalise(username)
+    except AuthRejected:
+        return username
+
+
+class LoginBackend(ModelBackend):
+    """Password sign-in with the user name normalised as a token's is."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if username is not None:
+            try:
+                username = name_normalise(username)
+            except AuthRejected:
+                return None
+        return super().authenticate(request, username=username, password=password, **kwargs)

@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.signals import pre_save
+from django.dispatch import receiver
 
 from .audit import AppendOnlyModel
 from .ids import new_ulid
@@ -35,6 +37,22 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} @ {self.tenant} ({self.role})"
+
+
+@receiver(pre_save, sender=settings.AUTH_USER_MODEL)
+def _username_normalised(sender, instance, **kwargs) -> None:
+    """Accounts made in the admin or a shell get the same normal form as sign-in and tokens
+    use, so `Alice` and `alice` can never be two accounts. Names normalisation refuses
+    (look-alikes) are left as typed: such an account can neither sign in nor be named by
+    a token. Namespaced names (`issuer/name`) are already normal."""
+    from .errors import AuthRejected
+    from .identity import NAMESPACE_SEPARATOR, name_normalise
+
+    if instance.username and NAMESPACE_SEPARATOR not in instance.username:
+        try:
+            instance.username = name_normalise(instance.username)
+        except AuthRejected:
+            pass
 
 
 class RunStatus(models.TextChoices):

@@ -23,11 +23,28 @@ def _iso(value) -> str | None:
 # --- Visibility (runs.scopes.can_view_run, as queries) --------------------------------------
 
 
-def membership_for_user(*, user) -> Membership | None:
-    """The tenant a signed-in person works in (their first membership)."""
+# Where the pages keep the tenant a person chose to work in (its pk).
+ACTIVE_TENANT_SESSION_KEY = "harbor_tenant"
+
+
+def membership_for_user(*, user, session=None) -> Membership | None:
+    """The membership a signed-in person works in: the tenant chosen in `session` (the
+    Django session, or a websocket scope's) while they still belong to it, else their first
+    membership. Pages and websockets pass their session, so both speak for the same tenant."""
     if user is None or not getattr(user, "is_authenticated", False):
         return None
-    return Membership.objects.select_related("tenant").filter(user=user).order_by("created_at", "pk").first()
+    memberships = Membership.objects.select_related("tenant").filter(user=user).order_by("created_at", "pk")
+    active = session.get(ACTIVE_TENANT_SESSION_KEY) if session is not None else None
+    if active is not None:
+        chosen = memberships.filter(tenant_id=active).first()
+        if chosen is not None:
+            return chosen
+    return memberships.first()
+
+
+def memberships_of(*, user) -> list[Membership]:
+    """Every tenant a person belongs to, for the pages' tenant switcher."""
+    return list(Membership.objects.select_related("tenant").filter(user=user).order_by("tenant__slug"))
 
 
 def runs_visible(*, caller: Caller, status: str | None = None, tenant_wide: bool | None = None) -> QuerySet[Run]:

@@ -1,32 +1,72 @@
 """Resume tokens: minted from a CSPRNG, stored only as an HMAC digest (for lookup) and
-sealed with a key derived from SECRET_KEY (so pause.list and the event stream can show the
-token to those allowed to see it). A copy of the database alone lifts no pause."""
+sealed (so pause.list and the event stream can show the token to those allowed to see it).
+A copy of the database alone lifts no pause.
+
+The keys are `HARBOR_TOKEN_KEYS`, newest first, never SECRET_KEY itself (unless nothing else
+is configured). Each key is stretched with HKDF into a digest key, a sealing key and a short
+key id; a token carries the id of the key it was minted under (`hrbp_<kid>_<random>`), so
+its digest is recomputed with that key after a rotation, and unsealing tries every key
+(MultiFernet). Tokens from before key ids (`hrbp_<random>`) use the old SECRET_KEY-derived
+keys."""
 
 import base64
 import hashlib
 import hmac
 import secrets
+from dataclasses import dataclass
+from functools import lru_cache
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 
 PREFIX = "hrbp_"
 
 
-def _key(purpose: bytes) -> bytes:
+@dataclass(frozen=True)
+class TokenKey:
+    kid: str
+    digest: bytes
+    seal: Fernet
+
+
+def _hkdf(secret: str, info: bytes) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=b"harbor.pause-token", info=info).derive(secret.encode())
+
+
+@lru_cache(maxsize=8)
+def _derive(secret: str) -> TokenKey:
+    return TokenKey(
+        kid=_hkdf(secret, b"kid").hex()[:8],
+        digest=_hkdf(secret, b"digest"),
+        seal=Fernet(base64.urlsafe_b64encode(_hkdf(secret, b"seal"))),
+    )
+
+
+def _keys() -> list[TokenKey]:
+    return [_derive(secret) for secret in settings.HARBOR_TOKEN_KEYS]
+
+
+def _legacy_key(purpose: bytes) -> bytes:
     return hashlib.sha256(purpose + settings.SECRET_KEY.encode()).digest()
 
 
 def token_mint() -> str:
-    return PREFIX + secrets.token_urlsafe(32)  # 256 bits
+    return f"{PREFIX}{_keys()[0].kid}_{secrets.token_urlsafe(32)}"  # 256 bits
 
 
 def token_digest(token: str) -> str:
-    return hmac.new(_key(b"harbor.pause-token.digest:"), token.encode(), hashlib.sha256).hexdigest()
+    kid, _, _ = token.removeprefix(PREFIX).partition("_")
+    key = next((k.digest for k in _keys() if k.kid == kid), None)
+    if key is None:  # an unknown or retired key id, or a token from before key ids
+        key = _legacy_key(b"harbor.pause-token.digest:")
+    return hmac.new(key, token.encode(), hashlib.sha256).hexdigest()
 
 
-def _fernet() -> Fernet:
-    return Fernet(base64.urlsafe_b64encode(_key(b"harbor.pause-token.seal:")))
+def _fernet() -> MultiFernet:
+    legacy = Fernet(base64.urlsafe_b64encode(_legacy_key(b"harbor.pause-token.seal:")))
+    return MultiFernet([k.seal for k in _keys()] + [legacy])
 
 
 def token_seal(token: str) -> str:

@@ -7,6 +7,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("tenant/", views.tenant_switch, name="tenant_switch"),
     path("console/", views.console, name="console"),
     path("console/new/", views.run_new, name="run_new"),
     path("console/runs/<str:run_id>/", views.run_detail, name="run"),

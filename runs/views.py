@@ -45,7 +45,7 @@ def web_session_id(request: HttpRequest) -> str:
 
 
 def web_caller(request: HttpRequest) -> Caller | None:
-    membership = selectors.membership_for_user(user=request.user)
+    membership = selectors.membership_for_user(user=request.user, session=request.session)
     if membership is None:
         return None
     try:
@@ -67,9 +67,24 @@ def member_required(view):
         if caller is None:
             return render(request, "no_membership.html", status=403)
         request.caller = caller
+        request.memberships = selectors.memberships_of(user=request.user)
         return view(request, *args, **kwargs)
 
     return wrapper
+
+
+@login_required
+@require_POST
+def tenant_switch(request: HttpRequest) -> HttpResponse:
+    """Work in another of the person's tenants: the choice lives in their session only."""
+    membership = next((m for m in selectors.memberships_of(user=request.user)
+                       if m.tenant.slug == request.POST.get("tenant")), None)
+    if membership is None:
+        messages.error(request, "You are not a member of that tenant.")
+    else:
+        request.session[selectors.ACTIVE_TENANT_SESSION_KEY] = membership.tenant_id
+        messages.success(request, f"Now working in {membership.tenant.name}.")
+    return redirect("home")
 
 
 def error_text(error: HarborError) -> str:

@@ -21,6 +21,7 @@ DEMO = [
     ("acme", "Acme Corp", "olivia", Role.OPERATOR, False),
     ("acme", "Acme Corp", "admin", Role.ADMIN, True),
     ("globex", "Globex", "gina", Role.MEMBER, False),
+    ("globex", "Globex", "olivia", Role.OPERATOR, False),  # one person in two tenants
 ]
 
 
@@ -47,5 +48,8 @@ class Command(BaseCommand):
         path.write_text(json.dumps(passwords, indent=2))
         os.chmod(path, 0o600)
         self.stdout.write(f"Demo logins (http://127.0.0.1:{os.environ.get('PORT', '8000')}/):")
+        roles: dict[str, list[str]] = {}
         for slug, _, username, role, _ in DEMO:
-            self.stdout.write(f"  {username:<7} {passwords[username]:<14} {role} in {slug}")
+            roles.setdefault(username, []).append(f"{role} in {slug}")
+        for username, held in roles.items():
+            self.stdout.write(f"  {username:<7} {passwords[username]:<14} {', '.join(held)}")

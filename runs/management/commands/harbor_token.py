@@ -24,6 +24,8 @@ class Command(BaseCommand):
                             help="a scope claim, e.g. --scope admin (repeatable)")
         parser.add_argument("--ttl", type=int, default=12 * 3600, help="lifetime in seconds (default 12 hours)")
         parser.add_argument("--private-key", help="sign with this PEM private key instead of the development key")
+        parser.add_argument("--issuer", help="the iss claim (default: harbor-dev, or HARBOR_JWT_ISSUER with --private-key)")
+        parser.add_argument("--audience", help="the aud claim (default: HARBOR_JWT_AUDIENCE)")
 
     def handle(self, *args, **options):
         key = None
@@ -35,12 +37,13 @@ class Command(BaseCommand):
         elif not settings.HARBOR_JWT_DEV_KEYS:
             raise CommandError(
                 "this deployment does not trust the development key pair (only the embedded default does); "
-                "pass --private-key with the private half of a key in HARBOR_JWT_PUBLIC_KEYS"
+                "pass --private-key with the private half of a key this deployment trusts (and --issuer)"
             )
-        if options["ttl"] <= 0:
-            raise CommandError("--ttl must be positive")
+        if not 0 < options["ttl"] <= settings.HARBOR_JWT_MAX_TTL_SECONDS:
+            raise CommandError(f"--ttl must be between 1 and {settings.HARBOR_JWT_MAX_TTL_SECONDS} seconds")
         token = token_issue(
             tenant=options["tenant"], user=options["user"], session=options["session"],
             scopes=options["scopes"], ttl=options["ttl"], private_key=key,
+            issuer=options["issuer"], audience=options["audience"],
         )
         self.stdout.write(token)

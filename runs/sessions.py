@@ -1,0 +1,61 @@
+"""A database session store that keeps no usable session key (SESSION_ENGINE).
+
+Django's own store uses the cookie's key as the row's primary key, so a copy of
+`django_session` is a bag of live logins — enough to approve a pause. Here the row is keyed
+by a digest of the key: the cookie still finds its row, a row never yields a cookie. The
+key is ~165 random bits, so a plain SHA-256 (not an HMAC with SECRET_KEY) is enough, and a
+SECRET_KEY rotation does not sign everybody out."""
+
+import hashlib
+
+from django.contrib.sessions.backends import db
+from django.core.exceptions import SuspiciousOperation
+from django.utils import timezone
+
+
+def stored_key(session_key: str) -> str:
+    """What the database keeps for a session key (fits the 40-character column)."""
+    return hashlib.sha256(b"harbor.session:" + session_key.encode()).hexdigest()[:40]
+
+
+class SessionStore(db.SessionStore):
+    def _row(self):
+        return self.model.objects.filter(session_key=stored_key(self.session_key), expire_date__gt=timezone.now())
+
+    def _get_session_from_db(self):
+        try:
+            return self._row().get()
+        except (self.model.DoesNotExist, SuspiciousOperation):
+            self._session_key = None
+
+    async def _aget_session_from_db(self):
+        try:
+            return await self._row().aget()
+        except (self.model.DoesNotExist, SuspiciousOperation):
+            self._session_key = None
+
+    def exists(self, session_key):
+        return super().exists(stored_key(session_key))
+
+    async def aexists(self, session_key):
+        return await super().aexists(stored_key(session_key))
+
+    def create_model_instance(self, data):
+        obj = super().create_model_instance(data)
+        obj.session_key = stored_key(obj.session_key)
+        return obj
+
+    async def acreate_model_instance(self, data):
+        obj = await super().acreate_model_instance(data)
+        obj.session_key = stored_key(obj.session_key)
+        return obj
+
+    def delete(self, session_key=None):
+        session_key = session_key or self.session_key
+        if session_key is not None:
+            self.model.objects.filter(session_key=stored_key(session_key)).delete()
+
+    async def adelete(self, session_key=None):
+        session_key = session_key or self.session_key
+        if session_key is not None:
+            await self.model.objects.filter(session_key=stored_key(session_key)).adelete()
