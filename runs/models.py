@@ -5,7 +5,9 @@ from django.db.models.signals import pre_save
 from django.dispatch import receiver
 
 from .audit import AppendOnlyModel
+from .errors import AuthRejected
 from .ids import new_ulid
+from .names import NAMESPACE_SEPARATOR, name_normalise
 
 
 class Tenant(models.Model):
@@ -45,9 +47,6 @@ def _username_normalised(sender, instance, **kwargs) -> None:
     use, so `Alice` and `alice` can never be two accounts. Names normalisation refuses
     (look-alikes) are left as typed: such an account can neither sign in nor be named by
     a token. Namespaced names (`issuer/name`) are already normal."""
-    from .errors import AuthRejected
-    from .identity import NAMESPACE_SEPARATOR, name_normalise
-
     if instance.username and NAMESPACE_SEPARATOR not in instance.username:
         try:
             instance.username = name_normalise(instance.username)

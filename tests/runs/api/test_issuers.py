@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.contrib.auth import get_user_model
 
 from runs import auth
-from runs.identity import name_normalise
+from runs.names import name_normalise
 from runs.models import Membership, Role, Run, Tenant
 from runs.permissions import membership_grant
 
