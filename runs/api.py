@@ -15,7 +15,6 @@ One exception handler turns every failure into `{"code", "message"}` with its st
 nothing under /v1/ answers with HTML or a bare 500.
 """
 
-import json
 import logging
 from datetime import timedelta
 
@@ -52,13 +51,12 @@ from .errors import (
 )
 from .identity import Caller
 from .models import Instruction
-from .payload import MAX_KEYS, check_bounds
+from .payload import MAX_KEYS, MAX_REQUEST_BYTES, check_bounds, json_loads
 from .services import run_start, steering_submit
 
 log = logging.getLogger("harbor.api")
 
 PROTOCOL_VERSION = s.PROTOCOL_VERSION
-MAX_REQUEST_BYTES = 64 * 1024
 DECISION_METHODS = frozenset({Instruction.APPROVE, Instruction.REJECT, Instruction.RESUME})
 
 
@@ -66,6 +64,9 @@ DECISION_METHODS = frozenset({Instruction.APPROVE, Instruction.REJECT, Instructi
 
 
 def error_response(code: str, message: str, status: int | None = None, headers: dict | None = None) -> Response:
+    # A message may quote the request (a key, a value): never let a lone surrogate in it
+    # break the JSON rendering of the error itself.
+    message = message.encode("utf-8", "replace").decode("utf-8")
     return Response({"code": code, "message": message}, status=status or HTTP_STATUS.get(code, 500), headers=headers)
 
 
@@ -136,16 +137,17 @@ def read_json_body(request) -> dict:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as error:
-        raise InvalidRequest(f"the body is not valid JSON: {error}") from None
+        body = json_loads(raw)
+    except ValueError as error:  # UnicodeDecodeError too; NaN and Infinity are not JSON
+        raise InvalidRequest(f"the body is not valid JSON: {str(error)[:200]}") from None
     if not isinstance(body, dict):
         raise InvalidRequest("the body must be a JSON object")
-    _check_text(body)
+    # Bounds before anything walks the body, so no walk goes deeper than MAX_DEPTH.
     if len(body) > MAX_KEYS:
         raise PayloadInvalid(f"the body has {len(body)} keys; the limit is {MAX_KEYS}")
     for key, value in body.items():
-        check_bounds(value, what=key)
+        check_bounds(value, what=key[:64])
+    _check_text(body)
     return body
 
 
@@ -246,7 +248,12 @@ class ProtocolView(APIView):
     def validated(self, serializer_class) -> dict:
         serializer = serializer_class(data=self.body)
         if not serializer.is_valid():
-            raise InvalidRequest(_drf_message(serializer.errors))
+            errors = serializer.errors
+            if set(errors) == {"payload"}:
+                # The body has the method's shape; its payload breaks the method's rules
+                # (PROTOCOL §3): 422, as in Harbor.
+                raise PayloadInvalid(_drf_message(errors))
+            raise InvalidRequest(_drf_message(errors))
         return serializer.validated_data
 
 
