@@ -174,7 +174,7 @@ HARBOR_JWT_DEV_KEYS = EMBEDDED and os.environ.get("HARBOR_JWT_DEV_KEYS", "1") ==
 # Refused decisions (token guessing) before 429 rate_limited, per identity and per address.
 HARBOR_REFUSAL_WINDOW_SECONDS = int(os.environ.get("HARBOR_REFUSAL_WINDOW_SECONDS", "900"))
 HARBOR_REFUSALS_PER_IDENTITY = int(os.environ.get("HARBOR_REFUSALS_PER_IDENTITY", "10"))
-HARBOR_REFUSALS_PER_ADDRESS = int(os.environ.get("HARBOR_REFUSALS_PER_ADDRESS", "30"))
+HARBOR_REFUSALS_PER_ADDRESS = int(os.environ.get("HARBOR_REFUSALS_PER_ADDRESS", "100"))
 # The SSE stream's keepalive comment interval.
 HARBOR_SSE_KEEPALIVE_SECONDS = float(os.environ.get("HARBOR_SSE_KEEPALIVE_SECONDS", "15"))
 
