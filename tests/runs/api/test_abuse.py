@@ -3,6 +3,7 @@ a spooled body, a lock-out or an oracle, and shows the coded refusal it gets now
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -164,7 +165,9 @@ def _asgi(app, headers, chunks, path="/v1/control/start"):
         sent.append(message)
 
     scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
-    asyncio.run(app(scope, receive, send))
+    # A loop of its own on a thread of its own, whatever loop the suite has running.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, app(scope, receive, send)).result()
     status = sent[0]["status"]
     body = b"".join(m.get("body", b"") for m in sent[1:])
     return status, body, reads["count"]
