@@ -13,9 +13,11 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from runs import events  # noqa: E402
-from runs.middleware import BodyLimit  # noqa: E402
+from runs.middleware import BodyLimit, limit_daphne_bodies  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
+
+limit_daphne_bodies()  # Daphne buffers whole bodies before the app runs: refuse large ones as they arrive
 
 _router = ProtocolTypeRouter(
     {

@@ -133,3 +133,49 @@ class BodyLimit:
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
             (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})
+
+
+def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
+    """Daphne (Twisted) receives a whole request body — into a temporary file past 100 kB —
+    before the ASGI app hears of the request, so BodyLimit alone comes too late there.
+    This refuses a /v1/ body while it arrives: on its Content-Length as soon as the headers
+    are in, or as soon as a chunked body passes the limit, and hangs up."""
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:  # another ASGI server: BodyLimit is what applies
+        return
+    if getattr(WebRequest, "harbor_body_limit", None) is not None:
+        return
+    got_length, handle_chunk, process = WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process
+
+    def refuse(request, message: str) -> None:
+        request.harbor_refused = True
+        body = json.dumps({"code": "request_too_large", "message": message}).encode()
+        request.channel.transport.write(
+            b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        request.channel.loseConnection()
+
+    def gotLength(self, length):
+        # The request line is parsed (the channel holds its target); the body is not read yet.
+        self.harbor_received, self.harbor_refused = 0, False
+        self.harbor_limited = (getattr(self.channel, "_path", b"") or b"").startswith(PROTOCOL_PREFIX.encode())
+        if self.harbor_limited and length is not None and length > limit:
+            got_length(self, 0)  # a tiny in-memory buffer, never filled
+            return refuse(self, _too_large(length))
+        got_length(self, length)
+
+    def handleContentChunk(self, data):
+        if getattr(self, "harbor_refused", False):
+            return
+        self.harbor_received = getattr(self, "harbor_received", 0) + len(data)
+        if getattr(self, "harbor_limited", False) and self.harbor_received > limit:
+            return refuse(self, f"the body is over {limit} bytes")
+        handle_chunk(self, data)
+
+    def guarded_process(self):
+        if not getattr(self, "harbor_refused", False):  # a refused request never reaches the app
+            return process(self)
+
+    WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process = gotLength, handleContentChunk, guarded_process
+    WebRequest.harbor_body_limit = limit
