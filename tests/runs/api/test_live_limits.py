@@ -1,12 +1,13 @@
 """Against a live Daphne: a large /v1/ body is refused as it arrives, not after the server
-has buffered all of it (Twisted writes a body past 100 kB to a temporary file first)."""
+has buffered all of it (Twisted writes a body past 100 kB to a temporary file first), and
+a foreign Host gets the protocol's JSON error, not a page."""
 
 import json
 import socket
 import time
 from urllib.parse import urlsplit
 
-LIMIT = 64 * 1024
+import httpx
 
 
 def _connect(live_harbor) -> socket.socket:
@@ -56,3 +57,10 @@ def test_a_chunked_body_is_cut_off_past_the_limit(live_harbor):
         status, body = _response(sock)
     assert (status, body["code"]) == (413, "request_too_large")
     assert sent < 16 * 1024 * 1024  # the server hung up long before the 64 MiB were sent
+
+
+def test_a_foreign_host_is_a_json_400_even_with_debug_pages_on(live_harbor):
+    # The embedded live server runs with DEBUG on, where Django would show its debug page.
+    response = httpx.post(f"{live_harbor.url}/v1/tasks/list", content=b"{}", headers={"Host": "evil.example"})
+    assert response.headers["Content-Type"].startswith("application/json")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
