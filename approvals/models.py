@@ -102,4 +102,8 @@ class DecisionRefusal(AppendOnlyModel):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["actor_tenant", "actor_user", "created_at"])]
+        indexes = [
+            models.Index(fields=["actor_tenant", "actor_user", "created_at"]),
+            # The refusal throttle's per-address ceiling (runs.api.DecisionRefusalThrottle).
+            models.Index(fields=["address", "created_at"], name="approvals_refusal_addr_idx"),
+        ]

@@ -13,12 +13,15 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from runs import events  # noqa: E402
+from runs.middleware import BodyLimit, limit_daphne_bodies  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
 
+limit_daphne_bodies()  # Daphne buffers whole bodies before the app runs: refuse large ones as they arrive
+
 _router = ProtocolTypeRouter(
     {
-        "http": django_asgi,
+        "http": BodyLimit(django_asgi),  # /v1/ bodies are bounded before Django spools them
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -88,6 +88,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "runs.middleware.ProtocolGuardMiddleware",  # first: client address, Host and body size for /v1/
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -270,9 +271,16 @@ HARBOR_AUTO_PROVISION_TENANTS = os.environ.get("HARBOR_AUTO_PROVISION_TENANTS", 
 # Refused decisions (token guessing) before 429 rate_limited, per identity and per address.
 HARBOR_REFUSAL_WINDOW_SECONDS = int(os.environ.get("HARBOR_REFUSAL_WINDOW_SECONDS", "900"))
 HARBOR_REFUSALS_PER_IDENTITY = int(os.environ.get("HARBOR_REFUSALS_PER_IDENTITY", "10"))
-HARBOR_REFUSALS_PER_ADDRESS = int(os.environ.get("HARBOR_REFUSALS_PER_ADDRESS", "30"))
+HARBOR_REFUSALS_PER_ADDRESS = int(os.environ.get("HARBOR_REFUSALS_PER_ADDRESS", "100"))
 # The SSE stream's keepalive comment interval.
 HARBOR_SSE_KEEPALIVE_SECONDS = float(os.environ.get("HARBOR_SSE_KEEPALIVE_SECONDS", "15"))
+
+# --- Abuse limits (runs.middleware, runs.api) ------------------------------------------------
+# Proxies whose X-Forwarded-For is believed, as comma-separated addresses or CIDRs (for
+# example "10.0.0.0/8,127.0.0.1"). The client address is the first hop, read from the right,
+# that is not one of them; with none configured it is the socket's peer. Keep Daphne's
+# --proxy-headers off: it takes the header's leftmost entry, which the client writes.
+HARBOR_TRUSTED_PROXIES = [p for p in os.environ.get("HARBOR_TRUSTED_PROXIES", "").split(",") if p.strip()]
 
 # --- Runtime -----------------------------------------------------------------------------
 # "thread": advance runs on threads in this process (embedded); "celery": enqueue Celery

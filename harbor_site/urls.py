@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.http import JsonResponse
 from django.urls import include, path
+from django.views import defaults
 from django.views.decorators.http import require_GET
 
 
@@ -16,3 +17,20 @@ urlpatterns = [
     path("", include("approvals.urls")),
     path("", include("runs.urls")),
 ]
+
+
+# Errors raised outside the API's own handler (a middleware, a suspicious request) still
+# answer /v1/ with the protocol's JSON body (PROTOCOL §7), never Django's HTML page.
+def _protocol_error(default, status: int, code: str, message: str):
+    def view(request, exception=None):
+        if request.path.startswith("/v1/"):
+            return JsonResponse({"code": code, "message": message}, status=status)
+        return default(request, exception) if exception is not None else default(request)
+
+    return view
+
+
+handler400 = _protocol_error(defaults.bad_request, 400, "invalid_request", "bad request")
+handler403 = _protocol_error(defaults.permission_denied, 403, "scope_mismatch", "permission denied")
+handler404 = _protocol_error(defaults.page_not_found, 404, "not_found", "not found")
+handler500 = _protocol_error(defaults.server_error, 500, "runtime_error", "internal error")

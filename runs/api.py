@@ -3,25 +3,27 @@ service or selector, and serialise.
 
 Every request goes through the same pipeline, in this order, failing closed:
 
-1. size: a body over MAX_REQUEST_BYTES is `413 request_too_large`, before it is parsed;
+1. size: a body over MAX_REQUEST_BYTES is `413 request_too_large`, before it is parsed
+   (runs.middleware refuses it earlier still: before it is read, and before authentication);
 2. parse: the body must be a JSON object (`400 invalid_request`);
 3. bounds: every top-level value within PROTOCOL §3's payload bounds (`422 payload_invalid`);
 4. identity: a verified bearer JWT (runs.auth), and a body identity that does not
    contradict it (`401 auth_rejected` / `401 identity_required`);
 5. throttle: decisions are refused with `429 rate_limited` after repeated refusals;
-6. shape: strict request validation (`400 invalid_request`), then the one service call.
+6. shape: strict request validation (`400 invalid_request`; a payload that breaks its
+   method's rules is `422 payload_invalid`), then the one service call.
 
 One exception handler turns every failure into `{"code", "message"}` with its status;
 nothing under /v1/ answers with HTML or a bare 500.
 """
 
-import json
 import logging
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db.models import Count
 from django.http import Http404, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -52,13 +54,12 @@ from .errors import (
 )
 from .identity import Caller
 from .models import Instruction
-from .payload import MAX_KEYS, check_bounds
+from .payload import MAX_KEYS, MAX_REQUEST_BYTES, check_bounds, json_loads
 from .services import run_start, steering_submit
 
 log = logging.getLogger("harbor.api")
 
 PROTOCOL_VERSION = s.PROTOCOL_VERSION
-MAX_REQUEST_BYTES = 64 * 1024
 DECISION_METHODS = frozenset({Instruction.APPROVE, Instruction.REJECT, Instruction.RESUME})
 
 
@@ -66,6 +67,9 @@ DECISION_METHODS = frozenset({Instruction.APPROVE, Instruction.REJECT, Instructi
 
 
 def error_response(code: str, message: str, status: int | None = None, headers: dict | None = None) -> Response:
+    # A message may quote the request (a key, a value): never let a lone surrogate in it
+    # break the JSON rendering of the error itself.
+    message = message.encode("utf-8", "replace").decode("utf-8")
     return Response({"code": code, "message": message}, status=status or HTTP_STATUS.get(code, 500), headers=headers)
 
 
@@ -136,16 +140,17 @@ def read_json_body(request) -> dict:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as error:
-        raise InvalidRequest(f"the body is not valid JSON: {error}") from None
+        body = json_loads(raw)
+    except ValueError as error:  # UnicodeDecodeError too; NaN and Infinity are not JSON
+        raise InvalidRequest(f"the body is not valid JSON: {str(error)[:200]}") from None
     if not isinstance(body, dict):
         raise InvalidRequest("the body must be a JSON object")
-    _check_text(body)
+    # Bounds before anything walks the body, so no walk goes deeper than MAX_DEPTH.
     if len(body) > MAX_KEYS:
         raise PayloadInvalid(f"the body has {len(body)} keys; the limit is {MAX_KEYS}")
     for key, value in body.items():
-        check_bounds(value, what=key)
+        check_bounds(value, what=key[:64])
+    _check_text(body)
     return body
 
 
@@ -195,9 +200,11 @@ class HasVerifiedIdentity(BasePermission):
 
 
 class DecisionRefusalThrottle(BaseThrottle):
-    """Step 5: token guessing. Refused decisions are audited (approvals.DecisionRefusal);
-    too many in the window, per identity (tenant, user) or per address, and decisions are
-    refused outright for a while."""
+    """Step 5: token guessing. Refused decisions are audited (approvals.DecisionRefusal).
+    Each identity (tenant, user) has its own budget; an address has only a coarse ceiling,
+    to which one identity adds at most its own budget, so one person's refusals never lock
+    out the others behind the same address. The address is the client's, resolved through
+    the trusted proxies (runs.middleware), not the proxy's."""
 
     def allow_request(self, request, view) -> bool:
         if getattr(view, "method", None) not in DECISION_METHODS or not isinstance(request.auth, Caller):
@@ -206,12 +213,19 @@ class DecisionRefusalThrottle(BaseThrottle):
         window = timedelta(seconds=getattr(settings, "HARBOR_REFUSAL_WINDOW_SECONDS", 900))
         recent = DecisionRefusal.objects.filter(created_at__gte=timezone.now() - window)
         per_identity = getattr(settings, "HARBOR_REFUSALS_PER_IDENTITY", 10)
-        per_address = getattr(settings, "HARBOR_REFUSALS_PER_ADDRESS", 30)
+        per_address = getattr(settings, "HARBOR_REFUSALS_PER_ADDRESS", 100)
         self.wait_seconds = int(window.total_seconds())
-        if recent.filter(actor_tenant=caller.tenant.slug, actor_user=caller.user.username).count() >= per_identity:
+        mine = recent.filter(actor_tenant=caller.tenant.slug, actor_user=caller.user.username)
+        if mine.count() >= per_identity:
             return False
-        if caller.address and recent.filter(address=caller.address).count() >= per_address:
-            return False
+        if caller.address:
+            by_identity = (recent.filter(address=caller.address).order_by()
+                           .values("actor_tenant", "actor_user").annotate(n=Count("id")).values_list("n", flat=True))
+            total = 0
+            for count in by_identity.iterator():
+                total += min(count, per_identity)
+                if total >= per_address:
+                    return False
         return True
 
     def wait(self) -> float:
@@ -246,7 +260,12 @@ class ProtocolView(APIView):
     def validated(self, serializer_class) -> dict:
         serializer = serializer_class(data=self.body)
         if not serializer.is_valid():
-            raise InvalidRequest(_drf_message(serializer.errors))
+            errors = serializer.errors
+            if set(errors) == {"payload"}:
+                # The body has the method's shape; its payload breaks the method's rules
+                # (PROTOCOL §3): 422, as in Harbor.
+                raise PayloadInvalid(_drf_message(errors))
+            raise InvalidRequest(_drf_message(errors))
         return serializer.validated_data
 
 

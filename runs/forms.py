@@ -1,10 +1,10 @@
 """Forms of the console: starting a run, and the payload each steering control sends."""
 
-import json
-
 from django import forms
 
+from .errors import PayloadInvalid
 from .models import Instruction
+from .payload import json_loads
 from .runtime.registry import all_agents
 from .services import PRIORITY_RANGE
 
@@ -32,10 +32,18 @@ def parse_value(text: str, original=None):
     """An edited value, keeping the original's type where the text parses as it."""
     if isinstance(original, str):
         return text
+    return _parse_json(text, fallback=text)
+
+
+def _parse_json(text: str, *, fallback=None):
+    """Strict JSON (no NaN or Infinity), or the fallback for text that is not JSON. JSON
+    nested too deep to parse is a plain form error, never a server error."""
     try:
-        return json.loads(text)
+        return json_loads(text)
     except ValueError:
-        return text
+        return fallback
+    except PayloadInvalid as error:
+        raise SteeringFormError(f"Not accepted: {error.message}.") from None
 
 
 def edited_args(data, original: dict) -> dict | None:
@@ -75,10 +83,7 @@ def steering_payload(method: str, data) -> dict:
         raw = text("context")
         if not raw:
             raise SteeringFormError("Give the context to inject (text, or a JSON object).")
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            parsed = None
+        parsed = _parse_json(raw)
         return parsed if isinstance(parsed, dict) and parsed else {"note": raw}
     if method == Instruction.PRIORITIZE:
         try:

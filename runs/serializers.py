@@ -15,6 +15,7 @@ from .scopes import SCOPE_NAMES
 from .pagination import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
 
 PROTOCOL_VERSION = "0.1.0"
+PAGE_MAX = 1_000_000
 
 
 # --- Strict fields -------------------------------------------------------------------------
@@ -131,7 +132,8 @@ class ControlRequestSerializer(serializers.Serializer):
 
 class PageSerializer(serializers.Serializer):
     identity = IdentitySerializer(required=False)
-    page = StrictIntegerField(required=False, min_value=1, default=1)
+    # Bounded, so the row offset always fits the database's integers.
+    page = StrictIntegerField(required=False, min_value=1, max_value=PAGE_MAX, default=1)
     page_size = StrictIntegerField(required=False, min_value=1, max_value=PAGE_SIZE_MAX, default=PAGE_SIZE_DEFAULT)
 
 

@@ -217,22 +217,24 @@ def _holds_decide_permission(caller: Caller, run: Run, token: str | None) -> boo
 
 
 def _validate_payload(method: str, payload: dict) -> dict:
-    """Check each method's payload shape; return only the fields it uses."""
-    def optional_string(name: str) -> None:
-        if name in payload and payload[name] is not None and not isinstance(payload[name], str):
-            raise InvalidRequest(f"{method}: {name} must be a string")
+    """Check each method's payload against its rules (PROTOCOL §3: a breach is
+    422 payload_invalid); return only the fields it uses."""
+    def optional_string(name: str, *, non_empty: bool = False) -> None:
+        value = payload.get(name)
+        if value is not None and (not isinstance(value, str) or (non_empty and not value)):
+            raise PayloadInvalid(f"{method}: {name} must be a {'non-empty ' if non_empty else ''}string")
 
     if method == Instruction.CANCEL:
         if "hard" in payload and not isinstance(payload["hard"], bool):
-            raise InvalidRequest("cancel: hard must be a boolean")
+            raise PayloadInvalid("cancel: hard must be a boolean")
         return {"hard": bool(payload.get("hard", False))}
     if method == Instruction.PAUSE:
         return {}
     if method in DECISIONS:
-        optional_string("token")
+        optional_string("token", non_empty=True)
         optional_string("reason")
         if "args" in payload and payload["args"] is not None and not isinstance(payload["args"], dict):
-            raise InvalidRequest("approve: args must be an object")
+            raise PayloadInvalid("approve: args must be an object")
         allowed = {"token", "reason"} | ({"args"} if method == Instruction.APPROVE else set()) | (
             {"input"} if method == Instruction.RESUME else set()
         )
@@ -240,24 +242,25 @@ def _validate_payload(method: str, payload: dict) -> dict:
     if method == Instruction.REDIRECT:
         goal = payload.get("goal")
         if not isinstance(goal, str) or not goal.strip():
-            raise InvalidRequest("redirect: goal must be a non-empty string")
+            raise PayloadInvalid("redirect: goal must be a non-empty string")
         return {"goal": goal}
     if method == Instruction.USER_MESSAGE:
         message = payload.get("message")
         if not isinstance(message, str) or not message.strip():
-            raise InvalidRequest("user_message: message must be a non-empty string")
+            raise PayloadInvalid("user_message: message must be a non-empty string")
         return {"message": message}
     if method == Instruction.PRIORITIZE:
-        _check_priority(payload.get("priority"))
+        _check_priority(payload.get("priority"), error=PayloadInvalid)
         return {"priority": payload["priority"]}
     if not payload:
-        raise InvalidRequest("inject_context: the payload must be a non-empty object")
+        raise PayloadInvalid("inject_context: the payload must be a non-empty object")
     return payload  # inject_context: any object
 
 
-def _check_priority(priority) -> None:
+def _check_priority(priority, *, error: type[HarborError] = InvalidRequest) -> None:
+    # start's priority is a body field (400); prioritize's is a payload rule (422).
     if isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITY_RANGE:
-        raise InvalidRequest(f"priority must be an integer from {PRIORITY_RANGE.start} to {PRIORITY_RANGE.stop - 1}")
+        raise error(f"priority must be an integer from {PRIORITY_RANGE.start} to {PRIORITY_RANGE.stop - 1}")
 
 
 def _apply_prioritize(run: Run, priority: int) -> None:

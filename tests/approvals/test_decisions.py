@@ -5,7 +5,7 @@ import pytest
 
 from approvals.models import Decision, DecisionRefusal, Pause, PauseState
 from approvals.services import pause_sweep_overdue
-from runs.errors import AlreadyResumed, InvalidRequest, NotFound, ScopeMismatch, UnknownMethod
+from runs.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
 from runs.models import Event, RunStatus
 from runs.runtime.dispatch import drain
 from runs.services import run_start, steering_submit
@@ -154,8 +154,8 @@ def test_a_copy_of_the_database_lifts_no_pause(people, parked):
     "method, payload, error",
     [
         ("approve", {"args": {"rocket": "big"}}, InvalidRequest),  # an argument the tool does not take
-        ("approve", {"args": "moon"}, InvalidRequest),
-        ("approve", {"reason": 5}, InvalidRequest),
+        ("approve", {"args": "moon"}, PayloadInvalid),
+        ("approve", {"reason": 5}, PayloadInvalid),
         ("resume", {}, InvalidRequest),  # resume does not decide approval gates
         ("launch", {}, UnknownMethod),
     ],

@@ -144,24 +144,50 @@ def test_prioritize_needs_admin_and_applies_at_once(api):
 
 
 @pytest.mark.parametrize("method, body", [
-    ("cancel", {"identity": {"run": "R"}, "payload": {"hard": "yes"}}),
     ("pause", {"identity": {}}),
-    ("resume", {"identity": {"run": "R"}, "payload": {"token": 7}}),
-    ("approve", {"identity": {"run": "R"}, "payload": {"args": [1]}}),
-    ("reject", {"identity": {"run": "R"}, "payload": "no"}),
-    ("redirect", {"identity": {"run": "R"}, "payload": {"goal": ""}}),
-    ("inject_context", {"identity": {"run": "R"}, "payload": {}}),
-    ("user_message", {"identity": {"run": "R"}, "payload": {"message": "   "}}),
-    ("prioritize", {"identity": {"run": "R"}, "payload": {"priority": "high"}}),
     ("cancel", {"identity": {"run": "R"}, "event_id": ""}),
     ("cancel", {"identity": {"run": "R", "scope": "root"}}),
     ("cancel", {"identity": {"run": 12}}),
+    ("redirect", {"payload": {"goal": "go"}}),
+    ("prioritize", {"identity": {"run": "R"}, "payload": {"priority": "high"}, "event_id": 5}),
 ])
 def test_malformed_controls_are_invalid_requests_and_change_nothing(api, method, body):
+    """A body that is not the method's shape at all: 400 invalid_request (PROTOCOL §3)."""
     run = api.start()
-    body = {**body, "identity": {k: (run if v == "R" else v) for k, v in body["identity"].items()}}
+    body = {**body, "identity": {k: (run if v == "R" else v) for k, v in body.get("identity", {}).items()}}
     before = SteeringInstruction.objects.count(), Run.objects.get(pk=run).status
     api.error(f"/v1/control/{method}", body, status=400, code="invalid_request")
+    assert (SteeringInstruction.objects.count(), Run.objects.get(pk=run).status) == before
+
+
+@pytest.mark.parametrize("method, payload", [
+    ("cancel", {"hard": "yes"}),
+    ("resume", {"token": 7}),
+    ("resume", {"token": ""}),
+    ("approve", {"args": [1]}),
+    ("approve", {"reason": 5}),
+    ("reject", "no"),
+    ("reject", ["no"]),
+    ("redirect", {"goal": ""}),
+    ("redirect", {}),
+    ("redirect", None),  # no payload at all: a redirect without a goal
+    ("inject_context", {}),
+    ("inject_context", None),
+    ("user_message", {"message": "   "}),
+    ("user_message", {"message": ["hi"]}),
+    ("prioritize", {"priority": "high"}),
+    ("prioritize", {"priority": 1.5}),
+    ("prioritize", {"priority": True}),
+    ("prioritize", {"priority": 10**6}),
+    ("prioritize", {}),
+    ("prioritize", None),
+])
+def test_a_payload_that_breaks_its_methods_rules_is_422_payload_invalid(api, method, payload):
+    """The body has the method's shape; its payload breaks the method's rules (PROTOCOL §3)."""
+    run = api.start()
+    body = {"identity": {"run": run}, **({} if payload is None else {"payload": payload})}
+    before = SteeringInstruction.objects.count(), Run.objects.get(pk=run).status
+    api.error(f"/v1/control/{method}", body, user="ada", scopes=["admin"], status=422, code="payload_invalid")
     assert (SteeringInstruction.objects.count(), Run.objects.get(pk=run).status) == before
 
 

@@ -1,0 +1,181 @@
+"""The front door: what is settled about a request before anything reads its body or
+checks who sent it.
+
+- `client_address`: the address a request came from, believing `X-Forwarded-For` only as
+  far as it was written by proxies we run (HARBOR_TRUSTED_PROXIES), never the client's word.
+- `ProtocolGuardMiddleware` (first in MIDDLEWARE): sets REMOTE_ADDR to that address, and
+  answers /v1/ requests with a foreign Host or an oversized Content-Length with the
+  protocol's JSON error (PROTOCOL §7) instead of an HTML page or a spooled body.
+- `BodyLimit` (ASGI, around Django): Django's ASGI handler reads the whole body into a
+  spooled file before any middleware runs; this refuses a /v1/ body on its Content-Length
+  without reading it, and stops reading a chunked one as soon as it passes the limit.
+"""
+
+import ipaddress
+import json
+from functools import lru_cache
+
+from django.conf import settings
+from django.core.exceptions import DisallowedHost, ImproperlyConfigured
+from django.http import JsonResponse
+from django.utils.deprecation import MiddlewareMixin
+
+from .payload import MAX_REQUEST_BYTES
+
+PROTOCOL_PREFIX = "/v1/"
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@lru_cache(maxsize=8)
+def trusted_networks(entries: tuple[str, ...]) -> tuple[Network, ...]:
+    try:
+        return tuple(ipaddress.ip_network(entry.strip(), strict=False) for entry in entries if entry.strip())
+    except ValueError as error:
+        raise ImproperlyConfigured(f"HARBOR_TRUSTED_PROXIES: {error}") from None
+
+
+def _ip(text: str):
+    try:
+        return ipaddress.ip_address(text.strip())
+    except ValueError:
+        return None
+
+
+def client_address(peer: str | None, forwarded_for: str, trusted: tuple[Network, ...]) -> str | None:
+    """The client's address. `X-Forwarded-For` is read right to left — each proxy appends
+    the address that connected to it — and only while the hop that wrote it is trusted; the
+    first untrusted hop is the client. From an untrusted peer the header is ignored."""
+    def is_trusted(ip) -> bool:
+        return ip is not None and any(ip in network for network in trusted)
+
+    address = peer
+    if not is_trusted(_ip(peer or "")):
+        return address
+    for hop in reversed(forwarded_for.split(",")):
+        ip = _ip(hop)
+        if ip is None:  # garbage: keep the last address a trusted proxy vouched for
+            break
+        address = str(ip)
+        if not is_trusted(ip):
+            break
+    return address
+
+
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse({"code": code, "message": message}, status=status)
+
+
+def _too_large(declared: int) -> str:
+    return f"the body is {declared} bytes; the limit is {MAX_REQUEST_BYTES}"
+
+
+class ProtocolGuardMiddleware(MiddlewareMixin):
+    def process_request(self, request):
+        trusted = trusted_networks(tuple(getattr(settings, "HARBOR_TRUSTED_PROXIES", ())))
+        if trusted:
+            request.META["HARBOR_PEER_ADDR"] = peer = request.META.get("REMOTE_ADDR")
+            request.META["REMOTE_ADDR"] = client_address(peer, request.META.get("HTTP_X_FORWARDED_FOR", ""), trusted)
+        if not request.path.startswith(PROTOCOL_PREFIX):
+            return None
+        try:
+            request.get_host()
+        except DisallowedHost:
+            return _error(400, "invalid_request", "the Host header names a host this server does not serve")
+        length = request.META.get("CONTENT_LENGTH") or ""
+        if length:
+            if not length.isdigit():
+                return _error(400, "invalid_request", "Content-Length is not a number")
+            if int(length) > MAX_REQUEST_BYTES:
+                return _error(413, "request_too_large", _too_large(int(length)))
+        return None
+
+
+class BodyLimit:
+    """ASGI middleware: bound /v1/ request bodies before Django reads them."""
+
+    def __init__(self, app, limit: int = MAX_REQUEST_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or not scope.get("path", "").startswith(PROTOCOL_PREFIX):
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if length:
+            if not length.isdigit():
+                return await self._refuse(send, 400, "invalid_request", "Content-Length is not a number")
+            if int(length) > self.limit:
+                return await self._refuse(send, 413, "request_too_large", _too_large(int(length)))
+        # Read what is there (chunked or not), but never past the limit.
+        chunks, size, first = [], 0, None
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away: let Django see it
+                first = message
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                return await self._refuse(send, 413, "request_too_large", f"the body is over {self.limit} bytes")
+            if not message.get("more_body", False):
+                break
+        pending = [first or {"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replay():
+            return pending.pop() if pending else await receive()
+
+        await self.app(scope, replay, send)
+
+    @staticmethod
+    async def _refuse(send, status: int, code: str, message: str) -> None:
+        body = json.dumps({"code": code, "message": message}).encode()
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
+    """Daphne (Twisted) receives a whole request body — into a temporary file past 100 kB —
+    before the ASGI app hears of the request, so BodyLimit alone comes too late there.
+    This refuses a /v1/ body while it arrives: on its Content-Length as soon as the headers
+    are in, or as soon as a chunked body passes the limit, and hangs up."""
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:  # another ASGI server: BodyLimit is what applies
+        return
+    if getattr(WebRequest, "harbor_body_limit", None) is not None:
+        return
+    got_length, handle_chunk, process = WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process
+
+    def refuse(request, message: str) -> None:
+        request.harbor_refused = True
+        body = json.dumps({"code": "request_too_large", "message": message}).encode()
+        request.channel.transport.write(
+            b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        request.channel.loseConnection()
+
+    def gotLength(self, length):
+        # The request line is parsed (the channel holds its target); the body is not read yet.
+        self.harbor_received, self.harbor_refused = 0, False
+        self.harbor_limited = (getattr(self.channel, "_path", b"") or b"").startswith(PROTOCOL_PREFIX.encode())
+        if self.harbor_limited and length is not None and length > limit:
+            got_length(self, 0)  # a tiny in-memory buffer, never filled
+            return refuse(self, _too_large(length))
+        got_length(self, length)
+
+    def handleContentChunk(self, data):
+        if getattr(self, "harbor_refused", False):
+            return
+        self.harbor_received = getattr(self, "harbor_received", 0) + len(data)
+        if getattr(self, "harbor_limited", False) and self.harbor_received > limit:
+            return refuse(self, f"the body is over {limit} bytes")
+        handle_chunk(self, data)
+
+    def guarded_process(self):
+        if not getattr(self, "harbor_refused", False):  # a refused request never reaches the app
+            return process(self)
+
+    WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process = gotLength, handleContentChunk, guarded_process
+    WebRequest.harbor_body_limit = limit
