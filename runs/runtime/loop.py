@@ -77,7 +77,7 @@ def _lease() -> timedelta:
 
 
 def _locked(run_id: str, worker: str) -> Run | None:
-    run = Run.objects.select_for_update().select_related("owner").get(pk=run_id)
+    run = Run.objects.select_for_update(of=("self",)).select_related("owner").get(pk=run_id)
     return run if run.lease_owner == worker else None
 
 
