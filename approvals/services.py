@@ -146,6 +146,10 @@ def pause_decide(
         return pause
 
     checkpoint = dict(run.checkpoint)
+    if decision == Decision.APPROVE and checkpoint.get("pending_call"):
+        # The approval travels with the call it approves, so an operator pause (or any
+        # other park) before the call runs cannot drop it: the gate opens once.
+        checkpoint["pending_call"] = {**checkpoint["pending_call"], "args": final_args, "approved": pause.pk}
     checkpoint["resolution"] = {
         "pause": pause.pk,
         "decision": decision,
@@ -175,9 +179,9 @@ def pause_sweep_overdue(*, now=None) -> int:
     overdue = Pause.objects.filter(state=PauseState.PAUSED, expires_at__lte=now).values_list("pk", "run_id")
     resolved = 0
     for pause_id, run_id in list(overdue):
-        with transaction.atomic():
-            run = Run.objects.select_for_update().get(pk=run_id)
-            pause = Pause.objects.select_for_update().get(pk=pause_id)
+        with transaction.atomic(durable=True):
+            run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
+            pause = Pause.objects.select_for_update(no_key=True).get(pk=pause_id)
             if not pause.is_open:  # decided while we were looking
                 continue
             pause_close(run=run, pause=pause, decision=Decision.TIMEOUT, reason="deadline passed")
@@ -188,7 +192,7 @@ def pause_sweep_overdue(*, now=None) -> int:
 
 def pause_cancel_open(*, run: Run, reason: str, cascaded: bool) -> None:
     """Cancel a parked run: its open pause resolves `cancel` and the run ends. Run lock held."""
-    pause = run.pauses.select_for_update().filter(state=PauseState.PAUSED).first()
+    pause = run.pauses.select_for_update(no_key=True).filter(state=PauseState.PAUSED).first()
     if pause is not None:
         pause_close(run=run, pause=pause, decision=Decision.CANCEL, reason=reason)
     run_cancelled(run, reason, cascaded)
@@ -198,13 +202,17 @@ def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None) -
     if token is not None:
         if not isinstance(token, str) or not token:
             raise InvalidRequest("token must be a non-empty string")
-        pause = Pause.objects.select_for_update().filter(token_digest=token_digest(token)).first()
-        if pause is None or pause.tenant_id != caller.tenant.pk or pause.run_id != run.pk:
+        # Only this run's pauses are locked (its run lock is held): locking another run's
+        # pause here would break the lock order (run, then pause) and could deadlock.
+        found = Pause.objects.filter(token_digest=token_digest(token)).values("pk", "tenant_id", "run_id").first()
+        if found is None or found["tenant_id"] != caller.tenant.pk or found["run_id"] != run.pk:
             # Wrong, foreign and unknown tokens are refused alike, and audited.
-            _refuse(caller, method, pause if pause and pause.tenant_id == caller.tenant.pk else None, "not_found")
+            same_tenant = found is not None and found["tenant_id"] == caller.tenant.pk
+            _refuse(caller, method, Pause.objects.get(pk=found["pk"]) if same_tenant else None, "not_found")
             raise NotFound(NO_OPEN_PAUSE)
+        pause = Pause.objects.select_for_update(no_key=True).get(pk=found["pk"])
         return pause
-    pause = run.pauses.select_for_update().filter(state=PauseState.PAUSED).order_by("-created_at").first()
+    pause = run.pauses.select_for_update(no_key=True).filter(state=PauseState.PAUSED).order_by("-created_at").first()
     if pause is None:
         pause = run.pauses.order_by("-created_at").first()
     if pause is None:

@@ -182,7 +182,10 @@ HARBOR_SSE_KEEPALIVE_SECONDS = float(os.environ.get("HARBOR_SSE_KEEPALIVE_SECOND
 # tasks (production); "manual": nothing runs until a caller drives the runtime (tests).
 HARBOR_EXECUTOR = os.environ.get("HARBOR_EXECUTOR", "thread" if EMBEDDED else "celery")
 HARBOR_LOCAL_WORKERS = int(os.environ.get("HARBOR_LOCAL_WORKERS", "4"))
-HARBOR_LEASE_SECONDS = int(os.environ.get("HARBOR_LEASE_SECONDS", "30"))
+# A worker's lease on a run; a heartbeat renews it every third while a planner or tool works.
+HARBOR_LEASE_SECONDS = float(os.environ.get("HARBOR_LEASE_SECONDS", "30"))
+# Runs of one tenant advanced at once: the rest of the workers stay free for other tenants.
+HARBOR_TENANT_MAX_RUNNING = int(os.environ.get("HARBOR_TENANT_MAX_RUNNING", max(1, HARBOR_LOCAL_WORKERS - 1)))
 HARBOR_SWEEP_SECONDS = float(os.environ.get("HARBOR_SWEEP_SECONDS", "2"))
 HARBOR_TICK_SECONDS = float(os.environ.get("HARBOR_TICK_SECONDS", "0.5"))
 

@@ -274,7 +274,8 @@ CONTROL_ERRORS = {
 class StartView(ProtocolView):
     @extend_schema(
         operation_id="control_start", tags=["control"], request=s.StartRequestSerializer,
-        responses={200: s.StartResponseSerializer, **ERRORS},
+        responses={200: s.StartResponseSerializer, **ERRORS,
+                   403: OpenApiResponse(s.ErrorSerializer, description="scope_mismatch (a priority above 0 without admin)")},
         summary="Start a task (run)",
         examples=[OpenApiExample("deploy", request_only=True, value={
             "identity": {}, "query": "deploy build 42 to staging", "agent_id": "deploy", "idempotency_key": "k-1"})],

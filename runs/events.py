@@ -63,7 +63,9 @@ def emit(*, run: Run, type: str, payload: dict, pause=None) -> Event:
     assert conn.in_atomic_block, "events are written in the transaction of their change"
     # Lock the tenant's cursor row until commit: sequences are strictly increasing in
     # commit order, so a reader tailing by sequence never skips a late-committing event.
-    tenant = Tenant.objects.select_for_update().only("event_sequence").get(pk=run.tenant_id)
+    # `no_key`: rows that merely point at the tenant (runs, pauses, events) take a key-share
+    # lock on it, which a plain FOR UPDATE would block (and deadlock with) until commit.
+    tenant = Tenant.objects.select_for_update(no_key=True).only("event_sequence").get(pk=run.tenant_id)
     tenant.event_sequence += 1
     Tenant.objects.filter(pk=tenant.pk).update(event_sequence=tenant.event_sequence)
     stored = {k: v for k, v in payload.items() if k not in TOKEN_KEYS}

@@ -40,6 +40,7 @@ log = logging.getLogger("harbor.runs")
 
 MAX_QUERY = 4096
 PRIORITY_RANGE = range(-1000, 1001)
+DEFAULT_PRIORITY = 0
 DECISIONS = frozenset({Instruction.APPROVE, Instruction.REJECT, Instruction.RESUME})
 # Applied inside the request; the others wait for the run's next step boundary.
 IMMEDIATE = frozenset({*DECISIONS, Instruction.PRIORITIZE})
@@ -50,7 +51,7 @@ def run_start(
     caller: Caller,
     query: str,
     agent_id: str = "deploy",
-    priority: int = 0,
+    priority: int = DEFAULT_PRIORITY,
     idempotency_key: str | None = None,
     parent_run: str | None = None,
     cancel_policy: str = CancelPolicy.CASCADE,
@@ -64,6 +65,8 @@ def run_start(
     if not isinstance(agent_id, str) or not agent_exists(agent_id):
         raise InvalidRequest(f"unknown agent_id {agent_id!r}")
     _check_priority(priority)
+    if priority > DEFAULT_PRIORITY and not caller.is_admin:
+        raise ScopeMismatch(f"a priority above {DEFAULT_PRIORITY} needs the admin scope, as prioritize does")
     if cancel_policy not in CancelPolicy.values:
         raise InvalidRequest("cancel_policy must be 'cascade' or 'isolate'")
     if idempotency_key is not None and (not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 200):
@@ -74,13 +77,16 @@ def run_start(
         existing = Run.objects.filter(**identity, idempotency_key=idempotency_key).first()
         if existing is not None:
             return existing, True
-    parent = None
-    if parent_run is not None:
-        parent = Run.objects.filter(pk=parent_run, tenant=caller.tenant).first() if isinstance(parent_run, str) else None
-        if parent is None or not can_view_run(caller, parent) or parent.is_terminal:
-            raise NotFound("parent_run is unknown or terminal")
+    if parent_run is not None and not isinstance(parent_run, str):
+        raise NotFound("parent_run is unknown or terminal")
     try:
-        with transaction.atomic():
+        with transaction.atomic(durable=True):
+            parent = None
+            if parent_run is not None:
+                # Locked, so a cancel cascading from the parent cannot miss this child.
+                parent = Run.objects.select_for_update(no_key=True).filter(pk=parent_run, tenant=caller.tenant).first()
+                if parent is None or not can_view_run(caller, parent) or parent.is_terminal:
+                    raise NotFound("parent_run is unknown or terminal")
             run = Run.objects.create(
                 **identity,
                 agent_id=agent_id,
@@ -139,7 +145,7 @@ def steering_submit(
 
     with refusals.collecting():
         try:
-            with transaction.atomic():
+            with transaction.atomic(durable=True):
                 return _submit_locked(
                     caller=caller, run_id=run_id, method=method, payload=clean,
                     event_id=event_id, requested_scope=requested_scope,
@@ -150,16 +156,9 @@ def steering_submit(
 
 
 def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope) -> SteeringReceipt:
-    run = Run.objects.select_for_update().filter(pk=run_id, tenant=caller.tenant).first() if isinstance(run_id, str) else None
+    run = Run.objects.select_for_update(no_key=True).filter(pk=run_id, tenant=caller.tenant).first() if isinstance(run_id, str) else None
     if run is None or not can_view_run(caller, run):
         raise NotFound("no such run")
-    if event_id is not None:
-        earlier = SteeringInstruction.objects.filter(run=run, event_id=event_id).first()
-        if earlier is not None:
-            return SteeringReceipt(earlier, replayed=True)
-    if run.is_terminal and method not in DECISIONS:
-        raise NotFound(f"the run is {run.status}")
-
     scope = caller_scope(caller, run)
     if requested_scope is not None:
         if scope < SCOPE_NAMES[requested_scope]:
@@ -167,6 +166,16 @@ def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope
     delegated = method in DECISIONS and _holds_decide_permission(caller, run, payload.get("token"))
     if scope < MINIMUM_SCOPE[method] and not delegated:
         raise ScopeMismatch(f"{method} needs the {MINIMUM_SCOPE[method].name.lower()} scope")
+    # A replayed event_id is answered only to a caller allowed the method: the receipt
+    # names the earlier instruction, which is not everyone's to learn.
+    if event_id is not None:
+        earlier = SteeringInstruction.objects.filter(run=run, event_id=event_id).first()
+        if earlier is not None:
+            return SteeringReceipt(earlier, replayed=True)
+    if run.is_terminal and method not in DECISIONS:
+        raise NotFound(f"the run is {run.status}")
+    if method == Instruction.CANCEL:
+        lock_cascade(run)
 
     instruction = SteeringInstruction.objects.create(
         tenant=caller.tenant,
@@ -280,10 +289,10 @@ def _narrate_rejection(caller: Caller, run_id, method: str, error: HarborError) 
     on runs the caller can see; the refused change itself was rolled back."""
     if error.code == "not_found" or not isinstance(run_id, str):
         return
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         # Run lock first, as everywhere: writing an event for a run while another
         # transaction holds that run would otherwise deadlock on the tenant's cursor.
-        run = Run.objects.select_for_update().filter(pk=run_id, tenant=caller.tenant).first()
+        run = Run.objects.select_for_update(no_key=True).filter(pk=run_id, tenant=caller.tenant).first()
         if run is None or not can_view_run(caller, run):
             return
         _narrate(run, events.CONTROL_RECEIVED, method, "received")
@@ -293,17 +302,32 @@ def _narrate_rejection(caller: Caller, run_id, method: str, error: HarborError) 
 # --- Applied by the runtime (or at once for a run no worker holds) ---------------------------
 
 
+def lock_cascade(run: Run) -> list[Run]:
+    """Lock the live descendants a cancel of `run` reaches, level by level in id order,
+    before anything is written: the tenant's event cursor must be the last lock a
+    transaction takes, or a child's worker (holding the child, wanting the cursor) and this
+    cancel (holding the cursor, wanting the child) deadlock. The status filter is re-checked
+    on the locked rows, so a child that ended meanwhile is simply not among them."""
+    locked, level = [], [run.pk]
+    while level:
+        children = list(Run.objects.select_for_update(no_key=True).filter(
+            parent_id__in=level, status__in=LIVE_RUN_STATUSES, cancel_policy=CancelPolicy.CASCADE).order_by("pk"))
+        locked.extend(children)
+        level = [child.pk for child in children]
+    return locked
+
+
 def run_cancel_now(run: Run, *, reason: str, cascaded: bool) -> None:
-    """Terminate a run (lock held) and cascade to live children that did not opt out."""
+    """Terminate a run (lock held) and cascade to live children that did not opt out.
+    The caller has taken `lock_cascade(run)` before writing anything."""
     if run.status == RunStatus.PAUSED:
         pause_cancel_open(run=run, reason=reason, cascaded=cascaded)
     else:
         run_cancelled(run, reason, cascaded)
     Run.objects.filter(pk=run.pk).update(hard_cancel=False)
-    for child_id in run.children.filter(status__in=LIVE_RUN_STATUSES, cancel_policy=CancelPolicy.CASCADE).values_list(
-        "pk", flat=True
-    ):
-        child = Run.objects.select_for_update().get(pk=child_id)
+    children = Run.objects.select_for_update(no_key=True).filter(
+        parent=run, status__in=LIVE_RUN_STATUSES, cancel_policy=CancelPolicy.CASCADE).order_by("pk")
+    for child in children:
         if child.status == RunStatus.RUNNING:
             # A child mid-step stops at its own next boundary.
             SteeringInstruction.objects.create(
@@ -320,7 +344,10 @@ def steering_apply_pending(run: Run) -> str | None:
     """Apply pending steering in arrival order at a step boundary (run lock held).
     Returns 'cancel' or 'pause' when the run must stop advancing."""
     stop, cascaded = None, False
-    for instruction in SteeringInstruction.objects.filter(run=run, state=SteeringState.PENDING).order_by("id"):
+    pending = list(SteeringInstruction.objects.filter(run=run, state=SteeringState.PENDING).order_by("id"))
+    if any(instruction.instruction == Instruction.CANCEL for instruction in pending):
+        lock_cascade(run)
+    for instruction in pending:
         method, payload = instruction.instruction, instruction.payload
         if stop is not None:
             _settle(instruction, run, SteeringState.REJECTED, f"run stopped by an earlier {stop}")

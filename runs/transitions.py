@@ -3,11 +3,15 @@ transaction; this module checks the transition table and narrates each change.""
 
 import logging
 
+from functools import partial
+
+from django.db import transaction
 from django.utils import timezone
 
 from . import events
 from .errors import HarborError
-from .models import RUN_TRANSITIONS, FailureCode, Run, RunStatus
+from .models import RUN_TRANSITIONS, TERMINAL_RUN_STATUSES, FailureCode, Run, RunStatus
+from .runtime import handles
 
 log = logging.getLogger("harbor.runs")
 
@@ -23,10 +27,13 @@ def move(run: Run, to: str, **fields) -> None:
     now = timezone.now()
     if to == RunStatus.RUNNING and run.started_at is None:
         run.started_at = now
-    if to in (RunStatus.COMPLETE, RunStatus.FAILED, RunStatus.CANCELLED):
+    if to in TERMINAL_RUN_STATUSES:
         run.finished_at = now
         run.lease_owner, run.lease_expires_at = "", None
         run.steering_pending = False
+        # However the run ended (done, failed, cancelled, rejected, timed out), the live
+        # handles this process holds for it are closed; other processes reap theirs.
+        transaction.on_commit(partial(handles.release_run, run.pk))
     for name, value in fields.items():
         setattr(run, name, value)
     run.save()

@@ -137,3 +137,37 @@ register_agent(
         tools={"open_stream": Tool("open_stream", _open_stream), "read_stream": Tool("read_stream", _read_stream)},
     )
 )
+
+# --- long_task: tools that outlive a lease, to watch exactly-once survive a worker kill ----
+
+
+def _work(args: dict, ctx: ToolContext) -> dict:
+    ctx.sleep(args["seconds"])
+    ctx.fence()  # the side effect below happens only while this worker holds the run
+    return {"round": args["round"], "worked_seconds": args["seconds"], "idempotency_key": ctx.idempotency_key}
+
+
+class LongTaskPlanner:
+    """"work 3 seconds, 4 times" → four rounds of three seconds; "gated" puts each round
+    behind an approval."""
+
+    def decide(self, view: PlannerView) -> CallTool | Finish:
+        seconds = re.search(r"(\d+(?:\.\d+)?)\s*sec", view.query)
+        times = re.search(r"(\d+)\s*times?", view.query)
+        rounds = min(int(times.group(1)) if times else 1, 100)
+        done = sum(1 for entry in view.history if entry.get("tool") == "work")
+        if done < rounds:
+            args = {"round": done + 1, "seconds": min(float(seconds.group(1)) if seconds else 3.0, 600.0)}
+            return CallTool("work", {**args, "gated": "gated" in view.query})
+        return Finish(f"Worked {rounds} round(s) of {view.history[-1]['result']['worked_seconds']} s each.")
+
+
+register_agent(
+    Agent(
+        id="long_task",
+        description='Works for a while each round ("work 3 seconds, 4 times"; "gated" asks before each round).',
+        planner=LongTaskPlanner,
+        tools={"work": Tool("work", _work, approval=lambda args: bool(args.get("gated")),
+                            gate_reason="each round of work needs a go-ahead")},
+    )
+)

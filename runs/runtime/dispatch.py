@@ -15,14 +15,19 @@ import threading
 
 from django.conf import settings
 from django.db import close_old_connections
+from django.db.models import Count
+from django.utils import timezone
 
-from . import loop
+from runs.models import Run
+
+from . import handles, loop
 
 log = logging.getLogger("harbor.runtime")
 
 
 def drain(*, limit: int | None = None) -> int:
     """Advance ready runs, highest priority first, until none is left (or `limit`)."""
+    handles.reap_ended()
     advanced = 0
     while limit is None or advanced < limit:
         worker = loop.new_worker_id()
@@ -35,7 +40,16 @@ def drain(*, limit: int | None = None) -> int:
 
 
 def _ready_ids() -> list[str]:
-    return list(loop.claimable().order_by("-priority", "created_at").values_list("pk", flat=True)[:20])
+    """Ready runs in dispatch order, leaving out tenants already at their share of workers
+    (HARBOR_TENANT_MAX_RUNNING), so one busy tenant cannot hold every worker. The cap is
+    soft: workers claiming at the same instant may overshoot it by one each."""
+    busy = (
+        Run.objects.filter(lease_expires_at__gte=timezone.now()).exclude(lease_owner="")
+        .values("tenant_id").annotate(held=Count("pk")).filter(held__gte=settings.HARBOR_TENANT_MAX_RUNNING)
+        .values("tenant_id")
+    )
+    ready = loop.claimable().exclude(tenant_id__in=busy).order_by("-priority", "created_at")
+    return list(ready.values_list("pk", flat=True)[:20])
 
 
 def sweep() -> None:
@@ -44,18 +58,25 @@ def sweep() -> None:
     from approvals.services import pause_sweep_overdue
 
     pause_sweep_overdue()
+    handles.reap_ended()
     if loop.claimable().exists():
         wake()
 
 
 def wake() -> None:
+    """Say "look" to the workers. Called after a commit: it never raises into the request
+    whose change already landed. A wake-up lost (the broker is down) is made up by the
+    periodic sweep, which finds the run still ready."""
     executor = settings.HARBOR_EXECUTOR
-    if executor == "thread":
-        _pool().wake()
-    elif executor == "celery":
-        from runs.tasks import dispatch
+    try:
+        if executor == "thread":
+            _pool().wake()
+        elif executor == "celery":
+            from runs.tasks import dispatch
 
-        dispatch.delay()
+            dispatch.apply_async(retry=False)
+    except Exception:
+        log.warning("wake-up not delivered; the sweep will pick the work up", exc_info=True)
 
 
 class _LocalPool:

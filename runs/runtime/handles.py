@@ -6,6 +6,8 @@ else finds its key missing and fails loudly (ErrToolContextLost)."""
 import threading
 import uuid
 
+from runs.models import TERMINAL_RUN_STATUSES, Run
+
 _lock = threading.Lock()
 _handles: dict[str, object] = {}
 
@@ -34,3 +36,14 @@ def release_run(run_id: str) -> None:
                 close()
             except OSError:
                 pass
+
+
+def reap_ended() -> None:
+    """Release the handles of runs that ended elsewhere (a cancel or a rejection handled by
+    another process): the process holding a handle is the only one that can close it."""
+    with _lock:
+        run_ids = {key.split(":", 1)[0] for key in _handles}
+    if not run_ids:
+        return
+    for run_id in Run.objects.filter(pk__in=run_ids, status__in=TERMINAL_RUN_STATUSES).values_list("pk", flat=True):
+        release_run(run_id)

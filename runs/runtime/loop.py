@@ -1,35 +1,39 @@
 """The run loop: advance one claimed run a step at a time.
 
-Each step boundary, inside one transaction holding the run's row lock: check the lease,
-apply pending steering, then ask the planner. Tools run outside any transaction; their
-result is checkpointed (with the lease re-checked) before the next boundary, so a step
-that completed never runs again after a resume, a crash or a duplicate delivery."""
+A step is three short transactions with the slow work between them, outside any
+transaction, while a heartbeat keeps the lease:
+
+1. the boundary (run lock): fence, apply pending steering, restore the tool context;
+   the planner is then asked outside the transaction (unless a call is already pending);
+2. the dispatch (run lock): fence and re-check the step, then finish, park, gate, or
+   persist the call as pending and open its attempt in the tool-call ledger;
+   the tool body then runs outside the transaction, with the step's idempotency key;
+3. the record (run lock): fence and re-check the attempt, then checkpoint the result.
+
+A pending call is persisted before its body starts, so a retry after a crash repeats the
+same call rather than asking the planner again; a step recorded once is never run again."""
 
 import logging
 import time
 import uuid
-from datetime import timedelta
+from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from approvals.models import Cause, Decision, Reason
+from approvals.models import Cause, Reason
 from approvals.services import pause_park
 from runs import events
 from runs.errors import ErrToolContextLost, ErrUnserializable
-from runs.models import FailureCode, Run, RunStatus
+from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 from runs.transitions import move, run_complete, run_fail
 
-from . import handles
+from .lease import Lease, LeaseLost, claimable, lease_length  # noqa: F401  (claimable: used by dispatch)
 from .planner import CallTool, Finish, PlannerView, RequestPause, describe
 from .registry import get_agent
-from .tools import Interrupted, ToolContext, ToolPause
+from .tools import Interrupted, Tool, ToolContext, ToolPause
 
 log = logging.getLogger("harbor.runtime")
-
-READY = (RunStatus.PENDING, RunStatus.RUNNING)
 
 
 def new_worker_id() -> str:
@@ -37,19 +41,7 @@ def new_worker_id() -> str:
 
 
 def claim(run_id: str, worker: str) -> bool:
-    """Take the run's lease if it is free or expired (its holder died). The row count of
-    this conditional UPDATE decides between competing workers."""
-    now = timezone.now()
-    return (
-        Run.objects.filter(pk=run_id, status__in=READY)
-        .filter(Q(lease_owner="") | Q(lease_expires_at__lt=now))
-        .update(lease_owner=worker, lease_expires_at=now + _lease())
-        == 1
-    )
-
-
-def claimable():
-    return Run.objects.filter(status__in=READY).filter(Q(lease_owner="") | Q(lease_expires_at__lt=timezone.now()))
+    return Lease(run_id, worker).claim()
 
 
 def advance(run_id: str, worker: str | None = None) -> bool:
@@ -62,150 +54,248 @@ def advance(run_id: str, worker: str | None = None) -> bool:
 
 
 def advance_claimed(run_id: str, worker: str) -> None:
+    lease = Lease(run_id, worker)
     try:
-        while _step(run_id, worker):
+        while _step(lease):
             pass
+    except LeaseLost:
+        log.warning("run %s: worker %s lost its lease; the new holder goes on", run_id, worker)
     except Exception as error:  # a bug in a planner or the runtime fails the run loudly
         log.exception("run %s crashed", run_id)
-        _end(run_id, worker, lambda run: run_fail(run, FailureCode.RUNTIME_ERROR, f"{type(error).__name__}: {error}"))
+        _end(lease, lambda run: run_fail(run, FailureCode.RUNTIME_ERROR, f"{type(error).__name__}: {error}"))
     finally:
-        Run.objects.filter(pk=run_id, lease_owner=worker).update(lease_owner="", lease_expires_at=None)
+        lease.release()
 
 
-def _lease() -> timedelta:
-    return timedelta(seconds=settings.HARBOR_LEASE_SECONDS)
+@dataclass
+class _Call:
+    """A tool call about to run (or running): what the record phase re-checks."""
+
+    tool: Tool
+    args: dict
+    step: int
+    ctx: ToolContext
+    attempt: ToolCall
 
 
-def _locked(run_id: str, worker: str) -> Run | None:
-    run = Run.objects.select_for_update(of=("self",)).select_related("owner").get(pk=run_id)
-    return run if run.lease_owner == worker else None
+@dataclass
+class _Boundary:
+    agent_id: str
+    step: int
+    ctx: ToolContext
+    pending: dict | None
+    view: PlannerView | None = None
 
 
-def _end(run_id: str, worker: str, finish) -> None:
-    with transaction.atomic():
-        run = _locked(run_id, worker)
-        if run is not None and not run.is_terminal:
+def _locked(lease: Lease) -> Run:
+    """The run under its row lock, if this worker still holds an unexpired lease on it (the
+    fence), which is renewed while the lock is held. `no_key`: the run's key never changes,
+    so rows pointing at it (events, pauses) may still be inserted meanwhile."""
+    run = Run.objects.select_for_update(no_key=True).select_related("owner").get(pk=lease.run_id)
+    if run.is_terminal:
+        return run  # ended meanwhile (a cancel, a rejection): the caller stops here
+    now = timezone.now()
+    if run.lease_owner != lease.worker or run.lease_expires_at is None or run.lease_expires_at < now:
+        lease.lost.set()
+        raise LeaseLost(lease.run_id)
+    run.lease_expires_at = now + lease_length()
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=run.lease_expires_at)
+    return run
+
+
+def _end(lease: Lease, finish) -> None:
+    with transaction.atomic(durable=True):
+        try:
+            run = _locked(lease)
+        except LeaseLost:
+            return
+        if not run.is_terminal:
             finish(run)
-    if Run.objects.filter(pk=run_id, status__in=[RunStatus.COMPLETE, RunStatus.FAILED, RunStatus.CANCELLED]).exists():
-        handles.release_run(run_id)
 
 
-def _step(run_id: str, worker: str) -> bool:
+def _step(lease: Lease) -> bool:
     """One step. Returns True to go on with the next step."""
-    with transaction.atomic():
-        run = _locked(run_id, worker)
-        if run is None:
-            return False  # the lease was lost: someone else owns the run now
+    boundary = _boundary(lease)
+    if boundary is None:
+        return False
+    decision = None
+    if boundary.pending is None:
+        with lease.heartbeat():
+            decision = get_agent(boundary.agent_id).planner().decide(boundary.view)
+    call = _dispatch(lease, boundary, decision)
+    return _execute(lease, call) if isinstance(call, _Call) else call
+
+
+def _boundary(lease: Lease) -> _Boundary | None:
+    with transaction.atomic(durable=True):
+        run = _locked(lease)
         if run.status == RunStatus.PENDING:
             move(run, RunStatus.RUNNING)
-            events.emit(
-                run=run,
-                type=events.TASK_STARTED,
-                payload={"TaskID": run.pk, "Priority": run.priority, "ParentTaskID": run.parent_id},
-            )
+            events.emit(run=run, type=events.TASK_STARTED,
+                        payload={"TaskID": run.pk, "Priority": run.priority, "ParentTaskID": run.parent_id})
         if run.status != RunStatus.RUNNING:
-            return False
+            return None
         if run.steering_pending:
             from runs.services import steering_apply_pending
 
             stop = steering_apply_pending(run)
             if stop == "cancel":
-                handles.release_run(run_id)
-                return False
+                return None
             if stop == "pause":
-                return _park_for_operator(run)
-        Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() + _lease())
+                _park_for_operator(run)
+                return None
         try:
             ctx = ToolContext.restore(run.pk, run.checkpoint.get("tool_context"))
         except ErrToolContextLost as lost:
             run_fail(run, FailureCode.TOOL_CONTEXT_LOST, lost.message)
-            return False
+            return None
         checkpoint = run.checkpoint
-        resolution = checkpoint.get("resolution")
-        pending = checkpoint.get("pending_call")
-        agent = get_agent(run.agent_id)
         step = checkpoint.get("step", 0)
-        if pending:
-            decision = CallTool(pending["tool"], (resolution or {}).get("args") or pending["args"])
-            ctx.resumed = resolution
-        else:
-            decision = agent.planner().decide(
-                PlannerView(
-                    run_id=run.pk, goal=run.goal, query=checkpoint.get("query", run.goal), step=step,
-                    history=list(checkpoint.get("history", [])), context=list(run.context),
-                    messages=list(run.messages), resumed=resolution,
-                )
-            )
+        ctx.resumed = checkpoint.get("resolution")
+        pending = checkpoint.get("pending_call")
+        if pending is not None:
+            return _Boundary(agent_id=run.agent_id, step=step, ctx=ctx, pending=pending)
+        view = PlannerView(
+            run_id=run.pk, goal=run.goal, query=checkpoint.get("query", run.goal), step=step,
+            history=list(checkpoint.get("history", [])), context=list(run.context),
+            messages=list(run.messages), resumed=ctx.resumed,
+        )
+        return _Boundary(agent_id=run.agent_id, step=step, ctx=ctx, pending=None, view=view)
+
+
+def _dispatch(lease: Lease, boundary: _Boundary, decision) -> _Call | bool:
+    """Act on the planner's decision (or the pending call) under the run lock. Returns the
+    call to execute, True to go back to the boundary, or False to stop advancing."""
+    with transaction.atomic(durable=True):
+        run = _locked(lease)
+        checkpoint = dict(run.checkpoint)
+        if run.status != RunStatus.RUNNING or checkpoint.get("step", 0) != boundary.step:
+            return False
+        step, ctx = boundary.step, boundary.ctx
+        agent = get_agent(run.agent_id)
+        if decision is not None:
+            if run.steering_pending:
+                return True  # steering arrived while the planner thought: apply it first
             events.emit(run=run, type=events.PLANNER_DECISION, payload={"Step": step, "Decision": describe(decision)})
-
-        if isinstance(decision, Finish):
-            run_complete(run, decision.answer)
-            handles.release_run(run_id)
-            return False
-        if isinstance(decision, RequestPause):
-            return _park(run, ctx, cause=decision.cause, reason=decision.reason, payload=decision.payload,
-                         summary=decision.summary, history_entry={"pause": decision.cause})
-        tool = agent.tools.get(decision.tool)
-        if tool is None:
-            run_fail(run, FailureCode.RUNTIME_ERROR, f"the planner called unknown tool {decision.tool!r}")
-            return False
-        approved = bool(pending) and (resolution or {}).get("decision") == Decision.APPROVE
-        if tool.needs_approval(decision.args) and not approved:
-            return _park_for_gate(run, ctx, tool, decision.args, step)
-        events.emit(run=run, type=events.TOOL_INVOKED, payload={"Tool": tool.name, "Step": step, "Args": decision.args})
-
-    ctx.interrupted = _interrupt_probe(run_id)
-    try:
-        result = tool.run(decision.args, ctx)
-    except ToolPause as signal:
-        with transaction.atomic():
-            run = _locked(run_id, worker)
-            if run is None or run.status != RunStatus.RUNNING:
+            if isinstance(decision, Finish):
+                run_complete(run, decision.answer)
                 return False
-            return _park(run, ctx, cause=signal.cause, reason=signal.reason, payload=signal.payload,
-                         summary=signal.summary, deadline=signal.deadline, tool=tool.name,
-                         companion=(signal.companion, signal.payload),
-                         pending_call={"tool": tool.name, "args": decision.args})
+            if isinstance(decision, RequestPause):
+                _park(run, ctx, cause=decision.cause, reason=decision.reason, payload=decision.payload,
+                      summary=decision.summary, history_entry={"pause": decision.cause})
+                return False
+            pending = {"tool": decision.tool, "args": decision.args, "step": step}
+        else:
+            pending = boundary.pending
+        tool = agent.tools.get(pending["tool"])
+        if tool is None:
+            run_fail(run, FailureCode.RUNTIME_ERROR, f"the planner called unknown tool {pending['tool']!r}")
+            return False
+        checkpoint["pending_call"] = pending
+        run.checkpoint = checkpoint
+        if tool.needs_approval(pending["args"]) and not pending.get("approved"):
+            _park_for_gate(run, ctx, tool, pending["args"])
+            return False
+        run.save(update_fields=["checkpoint", "updated_at"])
+        attempt = _open_attempt(run, tool, step, lease.worker)
+        events.emit(run=run, type=events.TOOL_INVOKED,
+                    payload={"Tool": tool.name, "Step": step, "Args": pending["args"], "Attempt": attempt.attempt})
+        return _Call(tool=tool, args=pending["args"], step=step, ctx=ctx, attempt=attempt)
+
+
+def _open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
+    """A new ledger row for this execution. An earlier attempt still marked running had a
+    worker that died (we hold the lease it lost): it is marked lost."""
+    now = timezone.now()
+    earlier = ToolCall.objects.filter(run=run, step=step)
+    earlier.filter(outcome=ToolCallOutcome.RUNNING)._settle(outcome=ToolCallOutcome.LOST, finished_at=now)
+    number = earlier.count() + 1
+    return ToolCall.objects.create(
+        tenant_id=run.tenant_id, run=run, step=step, attempt=number, tool=tool.name, worker=worker,
+        idempotency_key=f"{run.pk}:{step}",
+    )
+
+
+def _settle_attempt(attempt: ToolCall, outcome: str, error: str = "") -> None:
+    ToolCall.objects.filter(pk=attempt.pk, outcome=ToolCallOutcome.RUNNING)._settle(
+        outcome=outcome, error=error[:2000], finished_at=timezone.now()
+    )
+
+
+def _execute(lease: Lease, call: _Call) -> bool:
+    """Run the tool body outside any transaction, then record what happened."""
+    ctx, attempt = call.ctx, call.attempt
+    ctx.idempotency_key = attempt.idempotency_key
+    ctx.fence = lease.fence
+    ctx.interrupted = _interrupt_probe(lease)
+    try:
+        with lease.heartbeat():
+            result = call.tool.run(call.args, ctx)
+    except ToolPause as signal:
+        return _record(lease, call, ToolCallOutcome.PAUSED, lambda run: _park(
+            run, ctx, cause=signal.cause, reason=signal.reason, payload=signal.payload, summary=signal.summary,
+            deadline=signal.deadline, tool=call.tool.name, companion=(signal.companion, signal.payload)))
+    except LeaseLost:
+        _settle_attempt(attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
+        raise
     except Interrupted:
+        _settle_attempt(attempt, ToolCallOutcome.INTERRUPTED)
         return True  # the next boundary applies the hard cancel; the step is not recorded
     except ErrToolContextLost as lost:
-        _end(run_id, worker, lambda r: run_fail(r, FailureCode.TOOL_CONTEXT_LOST, lost.message))
-        return False
+        return _record(lease, call, ToolCallOutcome.FAILED,
+                       lambda run: run_fail(run, FailureCode.TOOL_CONTEXT_LOST, lost.message), lost.message)
     except Exception as error:
-        message = f"{tool.name}: {type(error).__name__}: {error}"
+        message = f"{call.tool.name}: {type(error).__name__}: {error}"
 
-        def failed(r: Run) -> None:
-            events.emit(run=r, type=events.TOOL_FAILED, payload={"Tool": tool.name, "Step": step, "Error": message})
-            run_fail(r, FailureCode.RUNTIME_ERROR, message)
+        def failed(run: Run) -> None:
+            events.emit(run=run, type=events.TOOL_FAILED, payload={"Tool": call.tool.name, "Step": call.step, "Error": message})
+            run_fail(run, FailureCode.RUNTIME_ERROR, message)
 
-        _end(run_id, worker, failed)
-        return False
+        return _record(lease, call, ToolCallOutcome.FAILED, failed, message)
+    return _record(lease, call, ToolCallOutcome.COMPLETED, lambda run: _checkpoint(run, call, result))
 
-    with transaction.atomic():
-        run = _locked(run_id, worker)
-        if run is None or run.status != RunStatus.RUNNING:
-            return False  # lost the lease or ended meanwhile: the result is not recorded
+
+def _record(lease: Lease, call: _Call, outcome: str, apply, error: str = "") -> bool:
+    """Record an attempt's outcome under the run lock, only if this worker still holds the
+    run and the attempt is still the step's live one (the fence)."""
+    with transaction.atomic(durable=True):
         try:
-            saved_context = ctx.serialized()
-        except ErrUnserializable as error:
-            run_fail(run, FailureCode.RUNTIME_ERROR, error.message)
+            run = _locked(lease)
+        except LeaseLost:
+            _settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
+            raise
+        current = ToolCall.objects.filter(pk=call.attempt.pk, outcome=ToolCallOutcome.RUNNING).exists()
+        if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != call.step or not current:
+            _settle_attempt(call.attempt, ToolCallOutcome.FENCED, f"the run moved on (it is {run.status})")
             return False
-        checkpoint = dict(run.checkpoint)
-        checkpoint["history"] = [*checkpoint.get("history", []), {"tool": tool.name, "args": decision.args, "result": result}]
-        checkpoint["step"] = step + 1
-        checkpoint["tool_context"] = saved_context
-        checkpoint.pop("pending_call", None)
-        checkpoint.pop("resolution", None)
-        run.checkpoint = checkpoint
-        run.save(update_fields=["checkpoint", "updated_at"])
-        events.emit(run=run, type=events.TOOL_COMPLETED, payload={"Tool": tool.name, "Step": step, "Result": result})
+        _settle_attempt(call.attempt, outcome, error)
+        return bool(apply(run))
+
+
+def _checkpoint(run: Run, call: _Call, result) -> bool:
+    try:
+        saved_context = call.ctx.serialized()
+    except ErrUnserializable as error:
+        run_fail(run, FailureCode.RUNTIME_ERROR, error.message)
+        return False
+    checkpoint = dict(run.checkpoint)
+    checkpoint["history"] = [*checkpoint.get("history", []), {"tool": call.tool.name, "args": call.args, "result": result}]
+    checkpoint["step"] = call.step + 1
+    checkpoint["tool_context"] = saved_context
+    checkpoint.pop("pending_call", None)
+    checkpoint.pop("resolution", None)
+    run.checkpoint = checkpoint
+    run.save(update_fields=["checkpoint", "updated_at"])
+    events.emit(run=run, type=events.TOOL_COMPLETED,
+                payload={"Tool": call.tool.name, "Step": call.step, "Result": result, "Attempt": call.attempt.attempt})
     return True
 
 
 def _park(run: Run, ctx: ToolContext, *, cause: str, reason: str, payload: dict, summary: str = "",
-          deadline=None, tool: str = "", companion=None, pending_call=None, history_entry=None) -> bool:
+          deadline=None, tool: str = "", companion=None, history_entry=None) -> bool:
     """Mint a pause (run lock held). A context that cannot be checkpointed fails the pause
-    and the run, naming the field."""
+    and the run, naming the field. A pending call (and an approval it already holds) is
+    kept in the checkpoint, so the same call goes on after the pause."""
     try:
         saved_context = ctx.serialized()
     except ErrUnserializable as error:
@@ -215,8 +305,6 @@ def _park(run: Run, ctx: ToolContext, *, cause: str, reason: str, payload: dict,
     step = checkpoint.get("step", 0)
     checkpoint["tool_context"] = saved_context
     checkpoint.pop("resolution", None)
-    if pending_call:
-        checkpoint["pending_call"] = {**pending_call, "step": step}
     if history_entry:
         checkpoint["history"] = [*checkpoint.get("history", []), history_entry]
         checkpoint["step"] = step + 1
@@ -229,7 +317,7 @@ def _park(run: Run, ctx: ToolContext, *, cause: str, reason: str, payload: dict,
     return False
 
 
-def _park_for_gate(run: Run, ctx: ToolContext, tool, args: dict, step: int) -> bool:
+def _park_for_gate(run: Run, ctx: ToolContext, tool: Tool, args: dict) -> bool:
     reason = tool.gate_reason or f"{tool.name} is gated behind human approval"
     summary = ", ".join(f"{k}={v}" for k, v in args.items())
     return _park(
@@ -238,7 +326,6 @@ def _park_for_gate(run: Run, ctx: ToolContext, tool, args: dict, step: int) -> b
         deadline=tool.deadline, summary=f"Approve {tool.name}({summary})",
         companion=(events.TOOL_APPROVAL_REQUESTED,
                    {"Tool": tool.name, "Reason": reason, "ArgsSummary": summary, "Editable": tool.editable_args}),
-        pending_call={"tool": tool.name, "args": args},
     )
 
 
@@ -252,15 +339,17 @@ def _park_for_operator(run: Run) -> bool:
                  payload={"Summary": "paused by an operator"}, summary=f"{run.agent_id} run paused by an operator")
 
 
-def _interrupt_probe(run_id: str):
-    """A cheap, throttled check for a hard cancel of the step in flight."""
+def _interrupt_probe(lease: Lease):
+    """A cheap, throttled check for a hard cancel of the step in flight, or a lost lease."""
     last = {"at": 0.0, "value": False}
 
     def interrupted() -> bool:
+        if lease.lost.is_set():
+            raise LeaseLost(lease.run_id)
         now = time.monotonic()
         if now - last["at"] >= 0.1:
             last["at"] = now
-            last["value"] = Run.objects.filter(pk=run_id, hard_cancel=True).exists()
+            last["value"] = Run.objects.filter(pk=lease.run_id, hard_cancel=True).exists()
         return last["value"]
 
     return interrupted

@@ -57,6 +57,11 @@ class ToolContext:
     handle_keys: dict[str, str] = field(default_factory=dict)
     resumed: dict | None = None
     interrupted: Callable[[], bool] = lambda: False
+    # Stable across every attempt of one step: give it to outside services (an
+    # Idempotency-Key header, a client token) so a retried step cannot repeat a side effect.
+    idempotency_key: str = ""
+    # Call right before an outside side effect: raises if this worker lost the run.
+    fence: Callable[[], None] = lambda: None
 
     def attach(self, name: str, handle: object) -> None:
         self.handle_keys[name] = handles.register(self.run_id, name, handle)

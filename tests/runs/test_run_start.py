@@ -1,17 +1,25 @@
 import pytest
 
-from runs.errors import InvalidRequest, NotFound, PayloadInvalid
+from runs.errors import InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
 from runs.models import Event, Run, RunStatus
 from runs.services import run_start
 from tests.conftest import db_snapshot
 
 
 def test_start_creates_a_pending_run_owned_by_the_caller_and_narrates_it(people):
-    run, reused = run_start(caller=people.caller("alice"), query="count to 3", agent_id="countdown", priority=5)
+    run, reused = run_start(caller=people.caller("alice"), query="count to 3", agent_id="countdown", priority=-5)
     assert not reused and run.status == RunStatus.PENDING
-    assert (run.tenant, run.owner.username, run.session, run.priority) == (people.acme, "alice", "s1", 5)
+    assert (run.tenant, run.owner.username, run.session, run.priority) == (people.acme, "alice", "s1", -5)
     spawned = Event.objects.get(run=run)
-    assert spawned.type == "task.spawned" and spawned.payload == {"TaskID": run.pk, "Priority": 5, "ParentTaskID": None}
+    assert spawned.type == "task.spawned" and spawned.payload == {"TaskID": run.pk, "Priority": -5, "ParentTaskID": None}
+
+
+def test_a_priority_above_the_default_needs_the_admin_scope(people):
+    with pytest.raises(ScopeMismatch):
+        run_start(caller=people.caller("alice"), query="count to 3", agent_id="countdown", priority=1000)
+    assert not Run.objects.exists()
+    run, _ = run_start(caller=people.caller("ada"), query="count to 3", agent_id="countdown", priority=1000)
+    assert run.priority == 1000
 
 
 def test_an_idempotency_key_is_per_identity(people):

@@ -162,10 +162,10 @@ def test_start_a_run_from_the_browser(people):
     alice = signed_in("alice")
     form = alice.get("/console/new/").content.decode()
     assert 'value="deploy"' in form and 'value="countdown"' in form
-    response = alice.post("/console/new/", {"agent_id": "countdown", "query": "count to 2", "priority": 3})
+    response = alice.post("/console/new/", {"agent_id": "countdown", "query": "count to 2", "priority": -3})
     run = Run.objects.get()
     assert response["Location"] == f"/console/runs/{run.pk}/"
-    assert (run.owner.username, run.agent_id, run.priority) == ("alice", "countdown", 3) and run.session.startswith("web-")
+    assert (run.owner.username, run.agent_id, run.priority) == ("alice", "countdown", -3) and run.session.startswith("web-")
     bad = alice.post("/console/new/", {"agent_id": "nope", "query": "", "priority": 0}).content.decode()
     assert "This field is required" in bad and Run.objects.count() == 1
 

@@ -25,10 +25,10 @@ def _parked_deploy(api, user="alice") -> tuple[str, str]:
 
 
 def test_start_answers_the_task_id_and_protocol_version(api):
-    body = api.ok("/v1/control/start", {"identity": {}, "query": "count to 2", "agent_id": "countdown", "priority": 3})
+    body = api.ok("/v1/control/start", {"identity": {}, "query": "count to 2", "agent_id": "countdown", "priority": -3})
     assert body == {"task_id": body["task_id"], "reused": False, "protocol_version": "0.1.0"}
     run = Run.objects.get(pk=body["task_id"])
-    assert (run.owner.username, run.session, run.priority, run.status) == ("alice", "s1", 3, RunStatus.PENDING)
+    assert (run.owner.username, run.session, run.priority, run.status) == ("alice", "s1", -3, RunStatus.PENDING)
 
 
 def test_start_defaults_to_the_deploy_agent_and_accepts_a_parent(api):
