@@ -46,10 +46,13 @@ def failures(topo, run_ids) -> list:
 
 
 def open_pauses(api: httpx.Client, run_ids) -> list[dict]:
-    response = api.post("/v1/pause/list", json={"identity": {}, "filter": {"run_ids": list(run_ids)},
-                                                "page_size": 200})
-    assert response.status_code == 200, response.text
-    return response.json()["snapshots"]
+    run_ids, snapshots = list(run_ids), []
+    for chunk in range(0, len(run_ids), 50):  # a filter list holds at most 50 items (payload bounds)
+        response = api.post("/v1/pause/list", json={
+            "identity": {}, "filter": {"run_ids": run_ids[chunk:chunk + 50]}, "page_size": 200})
+        assert response.status_code == 200, response.text
+        snapshots += response.json()["snapshots"]
+    return snapshots
 
 
 def wait_open_pauses(api: httpx.Client, run_ids, count: int, timeout: float = 30) -> list[dict]:
