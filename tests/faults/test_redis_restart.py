@@ -65,5 +65,7 @@ def test_a_redis_restart_loses_no_decision_and_no_event(topology):
     if len(got) != len(set(got)):
         problems.append("the inbox got an event twice")
     elif not missing and got != expected:
-        problems.append("the inbox got events out of order")
+        first = next(i for i, (a, b) in enumerate(zip(got, got[1:])) if a > b)
+        problems.append(f"the inbox got events out of order: ...{got[max(0, first - 2):first + 3]}... "
+                        "(a client resuming with ?after=<last sequence> would skip the earlier ones)")
     assert not problems, "\n".join(problems)
