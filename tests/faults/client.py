@@ -158,6 +158,7 @@ class _Follower(threading.Thread):
         self.received: list[dict] = []  # envelopes, in arrival order
         self.connections = 0
         self.breaks: list[str] = []
+        self.malformed: list[str] = []  # frames that break the protocol's framing
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -218,7 +219,8 @@ class SseFollower(_Follower):
                 if line == "":
                     if "data" in frame and "id" in frame:
                         envelope = json.loads(frame["data"])
-                        assert str(envelope["sequence"]) == frame["id"] and envelope["type"] == frame["event"]
+                        if (str(envelope["sequence"]), envelope["type"]) != (frame["id"], frame.get("event")):
+                            self.malformed.append(repr(frame)[:300])
                         self.take(envelope)
                     frame = {}
                 elif not line.startswith(":"):

@@ -1,7 +1,7 @@
 """One fault topology for the whole tests/faults suite (starting one costs ~20 s): two
 Daphnes, two Celery workers, a beat and a redis-server of its own. A test that kills a
 process restarts it; if it failed before doing so, the next test still finds every
-process running."""
+process running. HARBOR_FAULTS_KEEP=1 keeps the processes' logs for a post-mortem."""
 
 import pytest
 
