@@ -56,9 +56,10 @@ def test_a_redis_restart_loses_no_decision_and_no_event(topology):
     pauses = topology.sql("SELECT run_id, state, decision FROM approvals_pause WHERE run_id = ANY(%s)", (runs,))
     if sorted(pauses) != sorted((run, "resumed", "approve") for run in runs):
         problems.append(f"pauses not all decided approve, once: {pauses}")
-    expected = [sequence for sequence, _, _ in event_log(topology, runs, after=head)]
+    log = event_log(topology, runs, after=head)
+    expected = [sequence for sequence, _, _ in log]
     got = inbox.sequences(mine)
-    missing = sorted(set(expected) - set(got))
+    missing = [(sequence, kind) for sequence, kind, _ in log if sequence not in set(got)]
     if not done or missing:
         problems.append(f"the inbox missed {len(missing)} of {len(expected)} events {missing[:20]} (connections "
                         f"{inbox.connections}, closes {inbox.close_codes}, breaks {inbox.breaks[-3:]})")
