@@ -13,10 +13,11 @@ from runs.errors import AlreadyResumed, InvalidRequest, NotFound, ScopeMismatch
 from runs.identity import Caller
 from runs.models import Run, RunStatus
 from runs.permissions import grant_pause_permissions
+from runs.runtime.wake import wake_on_commit
 from runs.tokens import token_digest, token_mint, token_seal
 from runs.transitions import move, run_cancelled, run_reject
 
-from .models import Cause, Decision, DecisionRefusal, Pause, PauseState
+from .models import Cause, Decision, Pause, PauseState
 
 log = logging.getLogger("harbor.approvals")
 
@@ -158,7 +159,7 @@ def pause_decide(
         "reason": reason or "",
     }
     move(run, RunStatus.RUNNING, checkpoint=checkpoint)
-    _wake_dispatch()
+    wake_on_commit()
     return pause
 
 
@@ -273,9 +274,3 @@ def _refuse(caller: Caller, method: str, pause: Pause | None, code: str) -> None
     )
     log.warning("refused %s by %s on pause %s: %s", method, caller.describe(), record["pause_id"], code)
     refusals.queue(record)
-
-
-def _wake_dispatch() -> None:
-    from runs.runtime import dispatch
-
-    transaction.on_commit(dispatch.wake)

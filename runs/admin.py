@@ -3,7 +3,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from .audit_admin import ReadOnlyAdmin
-from .models import Event, Membership, Run, SteeringInstruction, Tenant
+from .models import Event, Membership, Run, SteeringInstruction, Tenant, ToolCall
 from .permissions import membership_grant, membership_revoke
 
 
@@ -66,10 +66,11 @@ class RunAdmin(ReadOnlyAdmin):
     @admin.display(description="audit")
     def audit_links(self, run: Run) -> str:
         return format_html(
-            "{} · {} · {}",
+            "{} · {} · {} · {}",
             changelist_link("approvals_pause", f"pauses ({run.pauses.count()})", run__id__exact=run.pk),
             changelist_link("runs_event", f"events ({run.events.count()})", run__id__exact=run.pk),
             changelist_link("runs_steeringinstruction", f"steering ({run.steering.count()})", run__id__exact=run.pk),
+            changelist_link("runs_toolcall", f"tool calls ({run.tool_calls.count()})", run__id__exact=run.pk),
         )
 
 
@@ -85,3 +86,13 @@ class EventAdmin(ReadOnlyAdmin):
     list_display = ["sequence", "tenant", "type", "run", "user", "session", "occurred_at"]
     list_filter = ["tenant", "type"]
     search_fields = ["run__id", "type", "user"]
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(ReadOnlyAdmin):
+    """The tool-call ledger: exactly-once, checkable. One `completed` row per step; a second
+    attempt only after its first was `lost` (its worker died)."""
+
+    list_display = ["run", "step", "attempt", "tool", "outcome", "worker", "started_at", "finished_at"]
+    list_filter = ["tenant", "outcome", "tool"]
+    search_fields = ["run__id", "worker", "idempotency_key"]

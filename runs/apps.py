@@ -6,4 +6,9 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from . import tasks
         from .runtime import agents  # noqa: F401  (registers the built-in agents and tools)
+        from .runtime import dispatch, wake
+
+        dispatch.register_wakers()
+        wake.register("celery", tasks.wake_a_worker)

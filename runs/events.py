@@ -61,20 +61,14 @@ def emit(*, run: Run, type: str, payload: dict, pause=None) -> Event:
     the run's row lock held (lock order: run, pause, then the tenant cursor)."""
     conn = transaction.get_connection()
     assert conn.in_atomic_block, "events are written in the transaction of their change"
-    # Lock the tenant's cursor row until commit: sequences are strictly increasing in
-    # commit order, so a reader tailing by sequence never skips a late-committing event.
-    # `no_key`: rows that merely point at the tenant (runs, pauses, events) take a key-share
-    # lock on it, which a plain FOR UPDATE would block (and deadlock with) until commit.
-    tenant = Tenant.objects.select_for_update(no_key=True).only("event_sequence").get(pk=run.tenant_id)
-    tenant.event_sequence += 1
-    Tenant.objects.filter(pk=tenant.pk).update(event_sequence=tenant.event_sequence)
+    sequence = _next_sequence(conn, run.tenant_id)
     stored = {k: v for k, v in payload.items() if k not in TOKEN_KEYS}
     if pause is not None:
         stored["_pause"] = pause.pk
         stored["_token_keys"] = [k for k in TOKEN_KEYS if k in payload]
     event = Event.objects.create(
         tenant_id=run.tenant_id,
-        sequence=tenant.event_sequence,
+        sequence=sequence,
         type=type,
         run=run,
         user=run.owner.username,
@@ -84,6 +78,18 @@ def emit(*, run: Run, type: str, payload: dict, pause=None) -> Event:
     )
     transaction.on_commit(lambda: _push(event.pk, run.tenant_id, run.pk, event.sequence))
     return event
+
+
+def _next_sequence(conn, tenant_id: int) -> int:
+    """Bump the tenant's event cursor. The UPDATE holds the cursor row until commit, so
+    sequences are strictly increasing in commit order and a reader tailing by sequence
+    never skips a late-committing event. An UPDATE of a non-key column takes a "no key"
+    row lock: rows that merely point at the tenant (runs, pauses, events) still insert."""
+    table = Tenant._meta.db_table
+    with conn.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET event_sequence = event_sequence + 1 WHERE id = %s RETURNING event_sequence",
+                       [tenant_id])
+        return cursor.fetchone()[0]
 
 
 def envelope(event: Event, *, tenant_slug: str | None = None, with_tokens: bool = True) -> dict:

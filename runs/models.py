@@ -227,3 +227,7 @@ class ToolCall(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.tool} step {self.step} attempt {self.attempt} ({self.outcome})"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        return (self.finished_at - self.started_at).total_seconds() if self.finished_at else None

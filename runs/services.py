@@ -4,9 +4,8 @@ import logging
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
-from approvals.services import pause_cancel_open, pause_decide
+from approvals.services import pause_decide
 
 from . import events, refusals
 from .errors import (
@@ -20,7 +19,6 @@ from .errors import (
 )
 from .identity import Caller
 from .models import (
-    LIVE_RUN_STATUSES,
     CancelPolicy,
     Instruction,
     Run,
@@ -30,11 +28,11 @@ from .models import (
 )
 from .payload import check_bounds
 from .permissions import grant_run_permissions
-from .runtime import dispatch
+from .runtime.steering import lock_cascade, narrate_control, run_cancel_now, settle_instruction
+from .runtime.wake import wake_on_commit
 from .runtime.registry import agent_exists
 from .tokens import token_digest
 from .scopes import MINIMUM_SCOPE, SCOPE_NAMES, can_view_run, caller_scope
-from .transitions import run_cancelled
 
 log = logging.getLogger("harbor.runs")
 
@@ -103,7 +101,7 @@ def run_start(
                 type=events.TASK_SPAWNED,
                 payload={"TaskID": run.pk, "Priority": priority, "ParentTaskID": parent.pk if parent else None},
             )
-            transaction.on_commit(dispatch.wake)
+            wake_on_commit()
     except IntegrityError:
         # The same key raced in from another request of this identity: theirs won.
         existing = Run.objects.filter(**identity, idempotency_key=idempotency_key).first()
@@ -187,18 +185,18 @@ def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope
         actor=caller.user,
         actor_session=caller.session,
     )
-    _narrate(run, events.CONTROL_RECEIVED, method, "received")
+    narrate_control(run, events.CONTROL_RECEIVED, method, "received")
     if method in DECISIONS:
         pause_decide(
             caller=caller, run=run, method=method, token=payload.get("token"),
             reason=payload.get("reason", ""), args=payload.get("args"), input=payload.get("input"),
         )
-        _settle(instruction, run, SteeringState.APPLIED)
+        settle_instruction(instruction, run, SteeringState.APPLIED)
     elif method == Instruction.PRIORITIZE:
         _apply_prioritize(run, payload["priority"])
-        _settle(instruction, run, SteeringState.APPLIED)
+        settle_instruction(instruction, run, SteeringState.APPLIED)
     elif method == Instruction.CANCEL and run.status != RunStatus.RUNNING:
-        _settle(instruction, run, SteeringState.APPLIED)
+        settle_instruction(instruction, run, SteeringState.APPLIED)
         run_cancel_now(run, reason=f"cancelled by {caller.user.username}", cascaded=False)
     elif method == Instruction.PAUSE and run.status == RunStatus.PAUSED:
         raise InvalidRequest("the run is already paused")
@@ -269,19 +267,7 @@ def _apply_prioritize(run: Run, priority: int) -> None:
     events.emit(
         run=run, type=events.TASK_PRIORITISED, payload={"TaskID": run.pk, "PriorPriority": prior, "NewPriority": priority}
     )
-    transaction.on_commit(dispatch.wake)
-
-
-def _settle(instruction: SteeringInstruction, run: Run, state: str, outcome: str = "") -> None:
-    SteeringInstruction.objects.filter(pk=instruction.pk, state=SteeringState.PENDING)._settle(
-        state=state, outcome=outcome, settled_at=timezone.now()
-    )
-    _narrate(run, events.CONTROL_APPLIED if state == SteeringState.APPLIED else events.CONTROL_REJECTED,
-             instruction.instruction, state, outcome)
-
-
-def _narrate(run: Run, type: str, method: str, outcome: str, err: str = "") -> None:
-    events.emit(run=run, type=type, payload={"Type": method.upper(), "Outcome": outcome, "Err": err})
+    wake_on_commit()
 
 
 def _narrate_rejection(caller: Caller, run_id, method: str, error: HarborError) -> None:
@@ -295,77 +281,5 @@ def _narrate_rejection(caller: Caller, run_id, method: str, error: HarborError) 
         run = Run.objects.select_for_update(no_key=True).filter(pk=run_id, tenant=caller.tenant).first()
         if run is None or not can_view_run(caller, run):
             return
-        _narrate(run, events.CONTROL_RECEIVED, method, "received")
-        _narrate(run, events.CONTROL_REJECTED, method, "rejected", error.code)
-
-
-# --- Applied by the runtime (or at once for a run no worker holds) ---------------------------
-
-
-def lock_cascade(run: Run) -> list[Run]:
-    """Lock the live descendants a cancel of `run` reaches, level by level in id order,
-    before anything is written: the tenant's event cursor must be the last lock a
-    transaction takes, or a child's worker (holding the child, wanting the cursor) and this
-    cancel (holding the cursor, wanting the child) deadlock. The status filter is re-checked
-    on the locked rows, so a child that ended meanwhile is simply not among them."""
-    locked, level = [], [run.pk]
-    while level:
-        children = list(Run.objects.select_for_update(no_key=True).filter(
-            parent_id__in=level, status__in=LIVE_RUN_STATUSES, cancel_policy=CancelPolicy.CASCADE).order_by("pk"))
-        locked.extend(children)
-        level = [child.pk for child in children]
-    return locked
-
-
-def run_cancel_now(run: Run, *, reason: str, cascaded: bool) -> None:
-    """Terminate a run (lock held) and cascade to live children that did not opt out.
-    The caller has taken `lock_cascade(run)` before writing anything."""
-    if run.status == RunStatus.PAUSED:
-        pause_cancel_open(run=run, reason=reason, cascaded=cascaded)
-    else:
-        run_cancelled(run, reason, cascaded)
-    Run.objects.filter(pk=run.pk).update(hard_cancel=False)
-    children = Run.objects.select_for_update(no_key=True).filter(
-        parent=run, status__in=LIVE_RUN_STATUSES, cancel_policy=CancelPolicy.CASCADE).order_by("pk")
-    for child in children:
-        if child.status == RunStatus.RUNNING:
-            # A child mid-step stops at its own next boundary.
-            SteeringInstruction.objects.create(
-                tenant_id=child.tenant_id, run=child, instruction=Instruction.CANCEL,
-                payload={"cascaded_from": run.pk}, actor=run.owner, actor_session=run.session,
-            )
-            Run.objects.filter(pk=child.pk).update(steering_pending=True)
-            transaction.on_commit(dispatch.wake)
-        else:
-            run_cancel_now(child, reason=f"parent run {run.pk} cancelled", cascaded=True)
-
-
-def steering_apply_pending(run: Run) -> str | None:
-    """Apply pending steering in arrival order at a step boundary (run lock held).
-    Returns 'cancel' or 'pause' when the run must stop advancing."""
-    stop, cascaded = None, False
-    pending = list(SteeringInstruction.objects.filter(run=run, state=SteeringState.PENDING).order_by("id"))
-    if any(instruction.instruction == Instruction.CANCEL for instruction in pending):
-        lock_cascade(run)
-    for instruction in pending:
-        method, payload = instruction.instruction, instruction.payload
-        if stop is not None:
-            _settle(instruction, run, SteeringState.REJECTED, f"run stopped by an earlier {stop}")
-            continue
-        if method == Instruction.REDIRECT:
-            run.goal = payload["goal"]
-            events.emit(run=run, type=events.TASK_REDIRECTED, payload={"TaskID": run.pk, "Goal": run.goal})
-        elif method == Instruction.INJECT_CONTEXT:
-            run.context = [*run.context, payload]
-            events.emit(run=run, type=events.CONTEXT_INJECTED, payload={"TaskID": run.pk, "Context": payload})
-        elif method == Instruction.USER_MESSAGE:
-            run.messages = [*run.messages, payload["message"]]
-            events.emit(run=run, type=events.MESSAGE_RECEIVED, payload={"TaskID": run.pk, "Message": payload["message"]})
-        elif method in (Instruction.CANCEL, Instruction.PAUSE):
-            stop, cascaded = method, "cascaded_from" in payload
-        _settle(instruction, run, SteeringState.APPLIED)
-    run.steering_pending = False
-    run.save()
-    if stop == Instruction.CANCEL:
-        run_cancel_now(run, reason="cancelled at a step boundary", cascaded=cascaded)
-    return stop
+        narrate_control(run, events.CONTROL_RECEIVED, method, "received")
+        narrate_control(run, events.CONTROL_REJECTED, method, "rejected", error.code)

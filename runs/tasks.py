@@ -14,3 +14,9 @@ def dispatch() -> int:
 @shared_task(name="runs.tasks.sweep")
 def sweep() -> None:
     runtime.sweep()
+
+
+def wake_a_worker() -> None:
+    """The production waker: one dispatch task; never retried here (a broker that is down
+    must not hold the request up: the beat-scheduled sweep makes the wake-up good)."""
+    dispatch.apply_async(retry=False)

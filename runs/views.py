@@ -176,6 +176,7 @@ def _run_context(caller: Caller, run) -> dict:
         "scope_name": Scope(caller_scope(caller, run)).name.lower(),
         "children": list(selectors.runs_visible(caller=caller).filter(parent=run)),
         "pending_steering": [s for s in selectors.run_steering(run=run) if s.state == SteeringState.PENDING],
+        "tool_calls": list(run.tool_calls.order_by("step", "attempt")),
         "event_id": uuid.uuid4().hex,
         # Keyed on what changes which controls exist, so a live refresh does not wipe a
         # half-typed form when nothing about the controls changed.

@@ -24,7 +24,7 @@ def audited(people, client):
 
 
 @pytest.mark.parametrize("model", ["approvals/pause", "runs/event", "runs/steeringinstruction", "runs/run",
-                                   "approvals/decisionrefusal"])
+                                   "approvals/decisionrefusal", "runs/toolcall"])
 def test_audit_changelists_render_and_refuse_writes(audited, client, model):
     assert client.get(f"/admin/{model}/").status_code == 200
     assert client.get(f"/admin/{model}/add/").status_code == 403
@@ -48,3 +48,16 @@ def test_filters_and_the_run_links_to_its_pauses_and_events(audited, client):
     run_page = client.get(f"/admin/runs/run/{run.pk}/change/").content.decode()
     assert f"/admin/approvals/pause/?run__id__exact={run.pk}" in run_page
     assert f"/admin/runs/event/?run__id__exact={run.pk}" in run_page
+
+
+def test_the_tool_call_ledger_is_in_the_admin_and_on_the_run_page(audited, client):
+    run, _, _ = audited
+    drain()  # the approved deploy runs: two steps, one completed execution each
+    listing = client.get(f"/admin/runs/toolcall/?run__id__exact={run.pk}").content.decode()
+    assert listing.count("<td class=\"field-outcome\">Completed</td>") == 2 and "check_build" in listing and "deploy_to_production" in listing
+    assert client.get("/admin/runs/toolcall/add/").status_code == 403
+    assert f"/admin/runs/toolcall/?run__id__exact={run.pk}" in client.get(f"/admin/runs/run/{run.pk}/change/").content.decode()
+    client.force_login(get_user_model().objects.get(username="alice"))
+    page = client.get(f"/console/runs/{run.pk}/").content.decode()
+    assert 'data-tool-call="0:1" data-outcome="completed"' in page
+    assert 'data-tool-call="1:1" data-outcome="completed"' in page

@@ -18,9 +18,11 @@ from django.db import close_old_connections
 from django.db.models import Count
 from django.utils import timezone
 
+from approvals.services import pause_sweep_overdue
 from runs.models import Run
 
 from . import handles, loop
+from .wake import register, wake_now
 
 log = logging.getLogger("harbor.runtime")
 
@@ -55,28 +57,10 @@ def _ready_ids() -> list[str]:
 def sweep() -> None:
     """Periodic: expire overdue pauses. Runs whose worker died become claimable when their
     lease expires; the wake-up after the sweep picks them up."""
-    from approvals.services import pause_sweep_overdue
-
     pause_sweep_overdue()
     handles.reap_ended()
     if loop.claimable().exists():
-        wake()
-
-
-def wake() -> None:
-    """Say "look" to the workers. Called after a commit: it never raises into the request
-    whose change already landed. A wake-up lost (the broker is down) is made up by the
-    periodic sweep, which finds the run still ready."""
-    executor = settings.HARBOR_EXECUTOR
-    try:
-        if executor == "thread":
-            _pool().wake()
-        elif executor == "celery":
-            from runs.tasks import dispatch
-
-            dispatch.apply_async(retry=False)
-    except Exception:
-        log.warning("wake-up not delivered; the sweep will pick the work up", exc_info=True)
+        wake_now()
 
 
 class _LocalPool:
@@ -138,8 +122,13 @@ def _pool() -> _LocalPool:
         return _local
 
 
+def register_wakers() -> None:
+    """Called once at app start: the embedded pool's waker (Celery's lives in runs.tasks)."""
+    register("thread", lambda: _pool().wake())
+
+
 def start_local_runtime() -> None:
     """Start the embedded default's worker threads (called by the ASGI app)."""
     if settings.HARBOR_EXECUTOR == "thread":
         _pool().start()
-        wake()
+        wake_now()

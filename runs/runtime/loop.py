@@ -29,8 +29,9 @@ from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 from runs.transitions import move, run_complete, run_fail
 
 from .lease import Lease, LeaseLost, claimable, lease_length  # noqa: F401  (claimable: used by dispatch)
-from .planner import CallTool, Finish, PlannerView, RequestPause, describe
+from .planner import Finish, PlannerView, RequestPause, describe
 from .registry import get_agent
+from .steering import steering_apply_pending
 from .tools import Interrupted, Tool, ToolContext, ToolPause
 
 log = logging.getLogger("harbor.runtime")
@@ -62,7 +63,8 @@ def advance_claimed(run_id: str, worker: str) -> None:
         log.warning("run %s: worker %s lost its lease; the new holder goes on", run_id, worker)
     except Exception as error:  # a bug in a planner or the runtime fails the run loudly
         log.exception("run %s crashed", run_id)
-        _end(lease, lambda run: run_fail(run, FailureCode.RUNTIME_ERROR, f"{type(error).__name__}: {error}"))
+        message = f"{type(error).__name__}: {error}"
+        _end(lease, lambda run: run_fail(run, FailureCode.RUNTIME_ERROR, message))
     finally:
         lease.release()
 
@@ -91,7 +93,7 @@ def _locked(lease: Lease) -> Run:
     """The run under its row lock, if this worker still holds an unexpired lease on it (the
     fence), which is renewed while the lock is held. `no_key`: the run's key never changes,
     so rows pointing at it (events, pauses) may still be inserted meanwhile."""
-    run = Run.objects.select_for_update(no_key=True).select_related("owner").get(pk=lease.run_id)
+    run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("owner").get(pk=lease.run_id)
     if run.is_terminal:
         return run  # ended meanwhile (a cancel, a rejection): the caller stops here
     now = timezone.now()
@@ -136,8 +138,6 @@ def _boundary(lease: Lease) -> _Boundary | None:
         if run.status != RunStatus.RUNNING:
             return None
         if run.steering_pending:
-            from runs.services import steering_apply_pending
-
             stop = steering_apply_pending(run)
             if stop == "cancel":
                 return None
@@ -232,9 +232,14 @@ def _execute(lease: Lease, call: _Call) -> bool:
         with lease.heartbeat():
             result = call.tool.run(call.args, ctx)
     except ToolPause as signal:
-        return _record(lease, call, ToolCallOutcome.PAUSED, lambda run: _park(
-            run, ctx, cause=signal.cause, reason=signal.reason, payload=signal.payload, summary=signal.summary,
-            deadline=signal.deadline, tool=call.tool.name, companion=(signal.companion, signal.payload)))
+        pause = signal
+
+        def park(run: Run) -> bool:
+            return _park(run, ctx, cause=pause.cause, reason=pause.reason, payload=pause.payload,
+                         summary=pause.summary, deadline=pause.deadline, tool=call.tool.name,
+                         companion=(pause.companion, pause.payload))
+
+        return _record(lease, call, ToolCallOutcome.PAUSED, park)
     except LeaseLost:
         _settle_attempt(attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
         raise
@@ -242,8 +247,9 @@ def _execute(lease: Lease, call: _Call) -> bool:
         _settle_attempt(attempt, ToolCallOutcome.INTERRUPTED)
         return True  # the next boundary applies the hard cancel; the step is not recorded
     except ErrToolContextLost as lost:
+        message = lost.message
         return _record(lease, call, ToolCallOutcome.FAILED,
-                       lambda run: run_fail(run, FailureCode.TOOL_CONTEXT_LOST, lost.message), lost.message)
+                       lambda run: run_fail(run, FailureCode.TOOL_CONTEXT_LOST, message), message)
     except Exception as error:
         message = f"{call.tool.name}: {type(error).__name__}: {error}"
 

@@ -88,3 +88,12 @@ def test_a_repeated_event_id_is_acknowledged_and_applied_once(people, run):
     drain()
     run.refresh_from_db()
     assert run.messages == ["hi"]
+
+
+def test_a_replayed_event_id_is_answered_only_to_a_caller_allowed_the_method(people, run):
+    steering_submit(caller=people.caller("alice"), run_id=run.pk, method="user_message", payload={"message": "hi"},
+                    event_id="evt-1")
+    snapshot = db_snapshot()
+    with pytest.raises(ScopeMismatch):  # bob sees the run but may not message it: no receipt, no hint
+        steering_submit(caller=people.caller("bob"), run_id=run.pk, method="cancel", event_id="evt-1")
+    assert db_snapshot() == snapshot
