@@ -6,4 +6,5 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from . import streams  # noqa: F401  (a logout closes that session's live streams)
         from .runtime import agents  # noqa: F401  (registers the built-in agents and tools)

@@ -16,6 +16,7 @@ from runs.services import run_start
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
 ORIGIN = (b"origin", b"http://testserver")
+HOST = (b"host", b"testserver")
 
 
 @database_sync_to_async
@@ -39,7 +40,7 @@ def revoke(people, username: str) -> None:
 
 
 async def connect(path: str = "/ws/events/", user: str | None = None, origin=ORIGIN):
-    headers = [origin] if origin else []
+    headers = [HOST, origin] if origin else [HOST]
     if user:
         headers.append(await session_cookie(user))
     communicator = WebsocketCommunicator(application, path, headers=headers)
