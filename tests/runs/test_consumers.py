@@ -60,6 +60,24 @@ async def test_a_foreign_origin_is_refused_even_with_a_valid_session(people_tx):
     assert not connected
 
 
+@pytest.mark.parametrize("origin", [
+    "http://testserver:9999", "https://testserver", "ws://testserver", "http://evil.testserver", "null",
+    "http://trusted.example",
+])
+async def test_an_origin_must_match_scheme_host_and_port(people_tx, settings, origin):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://trusted.example:8443"]
+    communicator, connected, _ = await connect(user="bob", origin=(b"origin", origin.encode()))
+    assert not connected
+
+
+@pytest.mark.parametrize("origin", ["http://testserver", "http://TestServer:80", "https://trusted.example:8443"])
+async def test_the_servers_own_origin_and_trusted_origins_are_accepted(people_tx, settings, origin):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://trusted.example:8443"]
+    communicator, connected, _ = await connect(user="bob", origin=(b"origin", origin.encode()))
+    assert connected
+    await communicator.disconnect()
+
+
 async def test_the_tenant_stream_delivers_envelopes_live(people_tx):
     communicator, connected, _ = await connect(user="bob")
     assert connected
