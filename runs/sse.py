@@ -27,7 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from . import events, selectors
 from .auth import bearer_token, caller_from_headers
-from .errors import HTTP_STATUS, HarborError, IdentityScopeRequired, InvalidRequest
+from .errors import HTTP_STATUS, AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
 from .identity import Caller, caller_resolve
 from .streams import BATCH, Tail, read_after
 
@@ -86,6 +86,8 @@ def _open(meta: dict, query: dict) -> Plan:
         cursor = int(raw_cursor)
     # Verified just now by caller_from_headers: only its expiry is read here.
     claims = jwt.decode(bearer_token(meta.get("HTTP_AUTHORIZATION", "")), options={"verify_signature": False})
+    if claims["exp"] <= time.time():  # within the clock leeway: a stream would end at once
+        raise AuthRejected("the token has expired")
     return Plan(caller=caller, tenant_id=caller.tenant.pk, run_id=run_id, types=types, tenant_wide=tenant_wide,
                 cursor=cursor, expires_at=float(claims["exp"]))
 
