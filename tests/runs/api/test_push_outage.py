@@ -7,6 +7,7 @@ import time
 
 import pytest
 from channels.layers import channel_layers
+from django.db import connection
 
 from approvals.models import Pause
 from runs import events
@@ -48,8 +49,11 @@ def test_an_approve_lands_and_answers_200_quickly_while_the_layer_is_down(people
 
     def approve():
         started = time.monotonic()
-        answered["status"] = api.control("approve", run, {"token": token}).status_code
-        answered["seconds"] = time.monotonic() - started
+        try:
+            answered["status"] = api.control("approve", run, {"token": token}).status_code
+            answered["seconds"] = time.monotonic() - started
+        finally:
+            connection.close()  # this thread's own
 
     worker = threading.Thread(target=approve, daemon=True)
     worker.start()
