@@ -176,6 +176,10 @@ HARBOR_REFUSALS_PER_IDENTITY = int(os.environ.get("HARBOR_REFUSALS_PER_IDENTITY"
 HARBOR_REFUSALS_PER_ADDRESS = int(os.environ.get("HARBOR_REFUSALS_PER_ADDRESS", "30"))
 # The SSE stream's keepalive comment interval.
 HARBOR_SSE_KEEPALIVE_SECONDS = float(os.environ.get("HARBOR_SSE_KEEPALIVE_SECONDS", "15"))
+# A quiet websocket re-reads the log (and re-checks the membership) this often; while the
+# channel layer fails, every live stream polls the log at the shorter interval.
+HARBOR_WS_RECHECK_SECONDS = float(os.environ.get("HARBOR_WS_RECHECK_SECONDS", "10"))
+HARBOR_STREAM_POLL_SECONDS = float(os.environ.get("HARBOR_STREAM_POLL_SECONDS", "1"))
 
 # --- Runtime -----------------------------------------------------------------------------
 # "thread": advance runs on threads in this process (embedded); "celery": enqueue Celery

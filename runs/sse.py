@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass
 
 import jwt
-
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
