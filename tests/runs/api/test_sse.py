@@ -304,3 +304,21 @@ def test_the_live_tail_survives_a_redis_restart(settings):
         sse.read_frames = original
         redis.stop()
     assert chunks == ["retry: 3000\n\n", "id: 1\n\n", "id: 2\n\n", "id: 3\n\n", "id: 4\n\n"]
+
+
+def test_a_tenant_wide_stream_is_read_only_by_a_current_admin(people):
+    """Each read re-checks the caller: an admin demoted, or an admin-scoped token whose
+    membership was revoked, reads nothing more (the stream then ends)."""
+    from django.contrib.auth import get_user_model
+
+    from runs import sse
+    from runs.models import Role
+    from runs.permissions import membership_grant, membership_revoke
+
+    User = get_user_model()
+    ada = sse._open({"HTTP_AUTHORIZATION": f"Bearer {mint('ada')}"}, {"admin": "1"})
+    scoped = sse._open({"HTTP_AUTHORIZATION": f"Bearer {mint('olivia', scopes=['admin'])}"}, {"admin": "1"})
+    assert sse._read(ada, 0) is not None and sse._read(scoped, 0) is not None
+    membership_grant(tenant=people.acme, user=User.objects.get(username="ada"), role=Role.MEMBER)
+    membership_revoke(tenant=people.acme, user=User.objects.get(username="olivia"))
+    assert sse._read(ada, 0) is None and sse._read(scoped, 0) is None
