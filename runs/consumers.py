@@ -13,11 +13,13 @@ Nothing here writes: steering goes through the services, like every other client
 
 import asyncio
 import logging
+from importlib import import_module
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from django.contrib.auth import SESSION_KEY
 
 from . import events, selectors, streams
 from .identity import Caller
@@ -55,12 +57,23 @@ def _connect_plan(user, session: str, run_id: str | None) -> dict:
     return {"tenant": caller.tenant.pk, "group": group}
 
 
-def _read(user_id: int, tenant_id: int, session: str, run_id: str | None, cursor: int) -> tuple[list[dict], int] | None:
-    """The next envelopes after the cursor and the new cursor; None once revoked."""
-    caller = _caller_for(user_id, tenant_id, session)
+def _signed_in(session_key: str, user_id: int) -> bool:
+    """The login session still signs this person in: a logout (or expiry) ends it."""
+    data = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
+    return data.get(SESSION_KEY) == str(user_id)
+
+
+def _read(
+    user_id: int, tenant_id: int, session_key: str, run_id: str | None, cursor: int
+) -> tuple[int | None, list[dict], int]:
+    """A close code once the person may no longer listen, else the next envelopes after
+    the cursor and the new cursor."""
+    if not _signed_in(session_key, user_id):
+        return CLOSE_UNAUTHENTICATED, [], cursor
+    caller = _caller_for(user_id, tenant_id, web_session_for_key(session_key))
     if caller is None:
-        return None
-    return streams.read_after(caller=caller, cursor=cursor, run_id=run_id)
+        return CLOSE_FORBIDDEN, [], cursor
+    return None, *streams.read_after(caller=caller, cursor=cursor, run_id=run_id)
 
 
 class EventsConsumer(AsyncJsonWebsocketConsumer):
@@ -101,8 +114,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_INVALID)
             return
         # The page's identity triple: the same session id the page's forms act with.
-        session_key = getattr(self.scope.get("session"), "session_key", None) or ""
-        self.session = web_session_for_key(session_key) if session_key else "websocket"
+        self.session_key = getattr(self.scope.get("session"), "session_key", None) or ""
+        self.session = web_session_for_key(self.session_key)
         plan = await database_sync_to_async(_connect_plan)(user, self.session, run_id)
         if "close" in plan:
             await self.close(code=plan["close"])
@@ -156,12 +169,11 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self.wake.wait()
             self.wake.clear()
             while True:
-                result = await database_sync_to_async(_read)(
-                    self.user_id, self.tenant_id, self.session, self.run_id, self.cursor)
-                if result is None:
-                    await self.close(code=CLOSE_FORBIDDEN)
+                close, envelopes, self.cursor = await database_sync_to_async(_read)(
+                    self.user_id, self.tenant_id, self.session_key, self.run_id, self.cursor)
+                if close is not None:
+                    await self.close(code=close)
                     return
-                envelopes, self.cursor = result
                 for envelope in envelopes:
                     await self.send_json(envelope)
                 if len(envelopes) < streams.BATCH:

@@ -10,9 +10,11 @@ import time
 import pytest
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers, get_channel_layer
+from channels.testing import WebsocketCommunicator
 from django.db import transaction
 from django.test import Client
 
+from harbor_site.asgi import application
 from runs import events
 from runs.models import Event
 from tests.live import free_port
@@ -99,21 +101,34 @@ async def test_a_burst_faster_than_the_socket_reads_loses_nothing(people_tx):
         await communicator.disconnect()
 
 
+async def signed_in_socket(username: str) -> tuple[Client, WebsocketCommunicator]:
+    """A socket of a login session the test can log out of."""
+    client = Client()
+    assert await database_sync_to_async(client.login)(username=username, password=f"{username}-password")
+    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+    communicator = WebsocketCommunicator(application, "/ws/events/", headers=[HOST, ORIGIN, cookie])
+    assert (await communicator.connect(timeout=5))[0]
+    return client, communicator
+
+
 async def test_logout_closes_that_sessions_socket_at_once(people_tx, settings):
     settings.HARBOR_WS_RECHECK_SECONDS = 60  # not the periodic re-check
-    client = Client()
-    assert await database_sync_to_async(client.login)(username="bob", password="bob-password")
-    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
     other, _, _ = await connect(user="bob")  # another login session of bob's stays open
-    from channels.testing import WebsocketCommunicator
-    from harbor_site.asgi import application
-
-    mine = WebsocketCommunicator(application, "/ws/events/", headers=[HOST, ORIGIN, cookie])
-    assert (await mine.connect(timeout=5))[0]
+    client, mine = await signed_in_socket("bob")
     await database_sync_to_async(client.logout)()
     assert await mine.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
     assert await other.receive_nothing(timeout=0.5)
     await other.disconnect()
+
+
+async def test_a_logout_whose_close_message_is_lost_still_closes_the_socket(people_tx, settings, monkeypatch):
+    """The periodic re-check is the backstop (say the channel layer was down at logout)."""
+    settings.HARBOR_WS_RECHECK_SECONDS = 0.2
+    monkeypatch.setattr(events, "close_streams", lambda **kwargs: None)
+    client, mine = await signed_in_socket("bob")
+    assert await mine.receive_nothing(timeout=0.5)
+    await database_sync_to_async(client.logout)()
+    assert await mine.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
 
 
 async def test_a_revoked_membership_closes_the_socket_at_once(people_tx, settings):
