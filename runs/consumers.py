@@ -36,7 +36,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_INVALID = 4400
 
 
-def _caller_for(user_id: int, tenant_id: int, session: str = "websocket") -> Caller | None:
+def _caller_for(user_id: int, tenant_id: int, session: str) -> Caller | None:
     """The person as a Caller of the tenant they connected in, or None once revoked."""
     membership = Membership.objects.select_related("tenant", "user").filter(user_id=user_id, tenant_id=tenant_id).first()
     if membership is None or not membership.user.is_active:
