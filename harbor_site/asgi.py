@@ -10,7 +10,9 @@ django_asgi = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.security.websocket import WebsocketDenier  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.http.request import split_domain_port, validate_host  # noqa: E402
 
 from runs import events  # noqa: E402
 from runs.middleware import BodyLimit, limit_daphne_bodies  # noqa: E402
@@ -19,10 +21,54 @@ from runs.runtime.dispatch import start_local_runtime  # noqa: E402
 
 limit_daphne_bodies()  # Daphne buffers whole bodies before the app runs: refuse large ones as they arrive
 
+DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+def _origin(scheme: str, netloc: str) -> tuple[str, str, str] | None:
+    """(scheme, host, port), with the scheme's default port filled in."""
+    host, port = split_domain_port(netloc.lower())
+    if scheme not in DEFAULT_PORTS or not host:
+        return None
+    return scheme, host, port or DEFAULT_PORTS[scheme]
+
+
+def _headers(scope) -> dict[bytes, str]:
+    return {name.lower(): value.decode("latin-1") for name, value in scope.get("headers", [])}
+
+
+def origin_allowed(scope) -> bool:
+    """Scheme, host and port of `Origin` must name this server as the browser reached it
+    (its Host header, which must be an allowed host) or a CSRF trusted origin."""
+    headers = _headers(scope)
+    scheme, _, netloc = headers.get(b"origin", "").partition("://")
+    origin = _origin(scheme, netloc)
+    if origin is None:
+        return False
+    trusted = {_origin(*o.lower().split("://", 1)) for o in settings.CSRF_TRUSTED_ORIGINS if "://" in o}
+    if origin in trusted:
+        return True
+    host = headers.get(b"host", "")
+    server_scheme = "https" if scope.get("scheme") == "wss" else "http"
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy and headers.get(proxy[0].removeprefix("HTTP_").replace("_", "-").lower().encode()) == proxy[1]:
+        server_scheme = "https"  # TLS ends at the proxy
+    return validate_host(split_domain_port(host)[0], settings.ALLOWED_HOSTS) and origin == _origin(server_scheme, host)
+
+
+class OriginValidator:
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "websocket" and not origin_allowed(scope):
+            return await WebsocketDenier()(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
 _router = ProtocolTypeRouter(
     {
         "http": BodyLimit(django_asgi),  # /v1/ bodies are bounded before Django spools them
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
 

@@ -274,6 +274,10 @@ HARBOR_REFUSALS_PER_IDENTITY = int(os.environ.get("HARBOR_REFUSALS_PER_IDENTITY"
 HARBOR_REFUSALS_PER_ADDRESS = int(os.environ.get("HARBOR_REFUSALS_PER_ADDRESS", "100"))
 # The SSE stream's keepalive comment interval.
 HARBOR_SSE_KEEPALIVE_SECONDS = float(os.environ.get("HARBOR_SSE_KEEPALIVE_SECONDS", "15"))
+# A quiet websocket re-reads the log (and re-checks the membership) this often; while the
+# channel layer fails, every live stream polls the log at the shorter interval.
+HARBOR_WS_RECHECK_SECONDS = float(os.environ.get("HARBOR_WS_RECHECK_SECONDS", "10"))
+HARBOR_STREAM_POLL_SECONDS = float(os.environ.get("HARBOR_STREAM_POLL_SECONDS", "1"))
 
 # --- Abuse limits (runs.middleware, runs.api) ------------------------------------------------
 # Proxies whose X-Forwarded-For is believed, as comma-separated addresses or CIDRs (for

@@ -7,6 +7,7 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         from . import tasks
+        from . import streams  # noqa: F401  (a logout closes that session's live streams)
         from .runtime import agents  # noqa: F401  (registers the built-in agents and tools)
         from .runtime import dispatch, wake
 

@@ -5,24 +5,26 @@ runs list); `/ws/events/?run=<id>` narrows to one run (the run page). `?after=<s
 first replays the durable log after that cursor, so a page that reconnects misses nothing.
 
 Groups are named from server-side ids only; the client's query string picks a run, which
-is permission-checked before its group is joined. A group message carries only an event's
-pk: each delivery reads the event back from the log and checks again that the person may
-see its run, so a push never leaks across tenants or past a revoked membership. Nothing
-here writes: steering goes through the services, like every other client."""
+is permission-checked before its group is joined. A group message is only a nudge: the
+socket reads what it sends from the durable log after its cursor (`streams.read_after`),
+re-checking on every read that the person may still see it, so a push never leaks across
+tenants or past a revoked membership, and a dropped nudge costs nothing but a delay.
+Nothing here writes: steering goes through the services, like every other client."""
 
 import asyncio
 import logging
+from importlib import import_module
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from django.contrib.auth import SESSION_KEY
 
-from approvals.selectors import token_visibility
-
-from . import events, selectors
+from . import events, selectors, streams
 from .identity import Caller
 from .models import Membership
+from .streams import Tail
 from .views import web_session_for_key
 
 log = logging.getLogger("harbor.ws")
@@ -34,7 +36,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_INVALID = 4400
 
 
-def _caller_for(user_id: int, tenant_id: int, session: str = "websocket") -> Caller | None:
+def _caller_for(user_id: int, tenant_id: int, session: str) -> Caller | None:
     """The person as a Caller of the tenant they connected in, or None once revoked."""
     membership = Membership.objects.select_related("tenant", "user").filter(user_id=user_id, tenant_id=tenant_id).first()
     if membership is None or not membership.user.is_active:
@@ -42,50 +44,60 @@ def _caller_for(user_id: int, tenant_id: int, session: str = "websocket") -> Cal
     return Caller(tenant=membership.tenant, user=membership.user, session=session)
 
 
-def _connect_plan(user, session: str, run_id: str | None, after: int | None) -> dict:
-    membership = selectors.membership_for_user(user=user)
+def _connect_plan(user, session: str, page_session, run_id: str | None) -> dict:
+    # The tenant the page shows: the one chosen in the login session, as the pages use.
+    membership = selectors.membership_for_user(user=user, session=page_session)
     if membership is None:
         return {"close": CLOSE_FORBIDDEN}
     caller = _caller_for(user.pk, membership.tenant_id, session)
     if caller is None:
         return {"close": CLOSE_FORBIDDEN}
-    run = None
-    if run_id is not None:
-        run = selectors.run_visible(caller=caller, run_id=run_id)
-        if run is None:  # missing and foreign runs look alike
-            return {"close": CLOSE_NOT_FOUND}
-    group = events.run_group(run.pk) if run else events.tenant_group(caller.tenant.pk)
-    replay = []
-    if after is not None:
-        replay = [_envelope(caller, event) for event in selectors.events_replay(caller=caller, after=after, run=run)]
-    return {"tenant": caller.tenant.pk, "group": group, "replay": replay}
+    if run_id is not None and selectors.run_visible(caller=caller, run_id=run_id) is None:
+        return {"close": CLOSE_NOT_FOUND}  # missing and foreign runs look alike
+    group = events.run_group(run_id) if run_id else events.tenant_group(caller.tenant.pk)
+    return {"tenant": caller.tenant.pk, "group": group}
 
 
-def _envelope(caller: Caller, event) -> dict:
-    # A resume token goes only where the decision rule would accept it (the pausing user
-    # and session, or the permission to decide), as on the SSE stream.
-    may_see_token = token_visibility(caller=caller, pause_ids=[event.payload.get("_pause")])
-    return events.envelope(
-        event, tenant_slug=caller.tenant.slug, with_tokens=may_see_token(event.payload.get("_pause"))
-    )
+def _signed_in(session_key: str, user_id: int) -> bool:
+    """The login session still signs this person in: a logout (or expiry) ends it."""
+    data = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
+    return data.get(SESSION_KEY) == str(user_id)
 
 
-def _delivery(user_id: int, tenant_id: int, session: str, event_pk: int) -> dict:
-    caller = _caller_for(user_id, tenant_id, session)
+def _read(
+    user_id: int, tenant_id: int, session_key: str, run_id: str | None, cursor: int
+) -> tuple[int | None, list[dict], int]:
+    """A close code once the person may no longer listen, else the next envelopes after
+    the cursor and the new cursor."""
+    if not _signed_in(session_key, user_id):
+        return CLOSE_UNAUTHENTICATED, [], cursor
+    caller = _caller_for(user_id, tenant_id, web_session_for_key(session_key))
     if caller is None:
-        return {"revoked": True}
-    event = selectors.event_for_delivery(caller=caller, event_pk=event_pk)
-    return {"envelope": _envelope(caller, event) if event is not None else None}
-
-
-def _still_member(user_id: int, tenant_id: int) -> bool:
-    return _caller_for(user_id, tenant_id) is not None
+        return CLOSE_FORBIDDEN, [], cursor
+    return None, *streams.read_after(caller=caller, cursor=cursor, run_id=run_id)
 
 
 class EventsConsumer(AsyncJsonWebsocketConsumer):
-    group: str | None = None
-    cursor: int = 0
-    watchdog: asyncio.Task | None = None
+    tail: Tail | None = None
+    pump: asyncio.Task | None = None
+
+    @property
+    def channel_receive(self):
+        return self._next_message
+
+    @channel_receive.setter
+    def channel_receive(self, receive) -> None:
+        # Channels' dispatch loop ends the socket if the layer's receive raises (a Redis
+        # restart): it reads through a Tail instead, which turns an outage into polling.
+        self.tail = Tail(self.channel_layer, self.channel_name)
+
+    async def _next_message(self) -> dict:
+        message = await self.tail.next(self._recheck_seconds())
+        return message or {"type": "harbor.tick"}
+
+    @staticmethod
+    def _recheck_seconds() -> float:
+        return float(getattr(settings, "HARBOR_WS_RECHECK_SECONDS", 10))
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -103,50 +115,67 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_INVALID)
             return
         # The page's identity triple: the same session id the page's forms act with.
-        session_key = getattr(self.scope.get("session"), "session_key", None) or ""
-        self.session = web_session_for_key(session_key) if session_key else "websocket"
-        plan = await database_sync_to_async(_connect_plan)(user, self.session, run_id, after)
+        self.session_key = getattr(self.scope.get("session"), "session_key", None) or ""
+        self.session = web_session_for_key(self.session_key)
+        plan = await database_sync_to_async(_connect_plan)(user, self.session, self.scope.get("session"), run_id)
         if "close" in plan:
             await self.close(code=plan["close"])
             return
-        self.user_id, self.tenant_id, self.group = user.pk, plan["tenant"], plan["group"]
-        # Join before replaying: anything committed meanwhile arrives live, and the cursor
-        # below drops what the replay already sent.
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.user_id, self.tenant_id, self.run_id = user.pk, plan["tenant"], run_id
+        # Join before taking the cursor: anything committed meanwhile is read from the log.
+        await self.tail.join(plan["group"], events.user_group(user.pk))
         await self.accept()
-        self.cursor = after or 0
-        for envelope in plan["replay"]:
-            await self.send_json(envelope)
-            self.cursor = max(self.cursor, envelope["sequence"])
-        self.watchdog = asyncio.create_task(self._watch_membership())
+        self.cursor = after if after is not None else await database_sync_to_async(selectors.events_head)(
+            tenant_id=self.tenant_id)
+        self.wake = asyncio.Event()
+        self.wake.set()
+        self.pump = asyncio.create_task(self._pump())
 
     async def disconnect(self, code) -> None:
-        if self.watchdog is not None:
-            self.watchdog.cancel()
-        if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.pump is not None:
+            self.pump.cancel()
+        if self.tail is not None:
+            await self.tail.leave()
 
     async def receive_json(self, content, **kwargs) -> None:
         """Clients only listen; anything they send is ignored."""
 
     async def harbor_event(self, message: dict) -> None:
-        if message.get("sequence", 0) <= self.cursor and self.cursor:
-            return  # already sent by the replay
-        result = await database_sync_to_async(_delivery)(self.user_id, self.tenant_id, self.session, message["event"])
-        if result.get("revoked"):
-            await self.close(code=CLOSE_FORBIDDEN)
-            return
-        if result["envelope"] is not None:
-            await self.send_json(result["envelope"])
+        if self.pump is not None and message.get("sequence", 0) > self.cursor:
+            self.wake.set()  # nudges coalesce: one read catches up on all of them
 
-    async def _watch_membership(self) -> None:
-        """A revoked membership closes a quiet socket too, not only one that receives."""
-        interval = getattr(settings, "HARBOR_WS_RECHECK_SECONDS", 30)
+    async def harbor_tick(self, message: dict) -> None:
+        """A quiet spell or a failing layer: read anyway (and re-check the membership)."""
+        if self.pump is not None:
+            self.wake.set()
+
+    async def harbor_close(self, message: dict) -> None:
+        """Logout (this login session) closes at once; a membership change is re-checked."""
+        if message.get("session") is not None:
+            if message["session"] == self.session:
+                await self.close(code=CLOSE_UNAUTHENTICATED)
+        elif self.pump is not None:
+            self.wake.set()
+
+    async def _pump(self) -> None:
+        """The one sender: reads after the cursor in sequence order, so nothing is sent twice."""
         try:
+            await self._send_new()
+        except Exception:  # the page reconnects with ?after= and misses nothing
+            log.exception("websocket stream of user %s failed", self.user_id)
+            await self.close(code=1011)
+
+    async def _send_new(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
             while True:
-                await asyncio.sleep(interval)
-                if not await database_sync_to_async(_still_member)(self.user_id, self.tenant_id):
-                    await self.close(code=CLOSE_FORBIDDEN)
+                close, envelopes, self.cursor = await database_sync_to_async(_read)(
+                    self.user_id, self.tenant_id, self.session_key, self.run_id, self.cursor)
+                if close is not None:
+                    await self.close(code=close)
                     return
-        except asyncio.CancelledError:
-            pass
+                for envelope in envelopes:
+                    await self.send_json(envelope)
+                if len(envelopes) < streams.BATCH:
+                    break

@@ -5,6 +5,7 @@ channel layer only after it commits."""
 
 import asyncio
 import logging
+import time
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -54,6 +55,11 @@ def run_group(run_id: str) -> str:
 
 def tenant_group(tenant_id: int) -> str:
     return f"tenant.{tenant_id}"
+
+
+def user_group(user_id: int) -> str:
+    """Every live stream of one person, so a logout or a revoked membership closes them."""
+    return f"user.{user_id}"
 
 
 def emit(*, run: Run, type: str, payload: dict, pause=None) -> Event:
@@ -132,23 +138,50 @@ def bind_server_loop(loop: asyncio.AbstractEventLoop) -> None:
     _server_loop = loop
 
 
+# A push waits at most this long for the channel layer, and after a failure pushes are
+# skipped for a moment: a request never stalls on a Redis outage, and readers poll the log.
+PUSH_TIMEOUT_SECONDS = 0.5
+PUSH_BACKOFF_SECONDS = 2.0
+_push_paused_until = 0.0
+
+
 def _push(event_pk: int, tenant_id: int, run_id: str, sequence: int) -> None:
     """Tell live subscribers (SSE, websockets) that the log grew. Subscribers read the
-    event back from the log, filtered to what their caller may see."""
-    layer = get_channel_layer()
-    if layer is None:
+    events back from the log, filtered to what their caller may see, so a lost push only
+    delays them until their next read."""
+    message = {"type": "harbor.event", "run": run_id, "sequence": sequence}
+    _group_send([run_group(run_id), tenant_group(tenant_id)], message)
+
+
+def close_streams(*, user_id: int, tenant_id: int | None = None, session_key: str | None = None) -> None:
+    """Close a person's live streams (of one tenant, or one login session, when given)."""
+    _group_send([user_group(user_id)], {"type": "harbor.close", "tenant": tenant_id, "session": session_key})
+
+
+def _group_send(groups: list[str], message: dict) -> None:
+    """Best effort, never raises and never blocks for long: it runs after commit, and a
+    live push never undoes a committed change."""
+    global _push_paused_until
+    if time.monotonic() < _push_paused_until:
         return
-    message = {"type": "harbor.event", "event": event_pk, "run": run_id, "sequence": sequence}
-
-    async def send() -> None:
-        for group in (run_group(run_id), tenant_group(tenant_id)):
-            await layer.group_send(group, message)
-
     try:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+
+        async def send() -> None:
+            global _push_paused_until
+            try:
+                sends = [layer.group_send(group, message) for group in groups]
+                await asyncio.wait_for(asyncio.gather(*sends), PUSH_TIMEOUT_SECONDS)
+            except (Exception, asyncio.CancelledError):
+                _push_paused_until = time.monotonic() + PUSH_BACKOFF_SECONDS
+                log.warning("live push to %s failed; readers catch up from the log", groups, exc_info=True)
+
         loop = _server_loop
         if loop is not None and loop.is_running():
             asyncio.run_coroutine_threadsafe(send(), loop)
         else:
             async_to_sync(send)()
-    except Exception:  # a live push never undoes a committed change; readers replay the log
-        log.exception("live push of event %s failed", event_pk)
+    except (Exception, asyncio.CancelledError):
+        log.warning("live push to %s failed", groups, exc_info=True)

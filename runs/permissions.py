@@ -5,6 +5,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from guardian.shortcuts import assign_perm
 
+from . import events
 from .models import Membership, Role, Run, Tenant
 
 
@@ -28,6 +29,8 @@ def membership_grant(*, tenant: Tenant, user, role: str) -> Membership:
 def membership_revoke(*, tenant: Tenant, user) -> None:
     Membership.objects.filter(tenant=tenant, user=user).delete()
     user.groups.remove(*Group.objects.filter(name__startswith=f"tenant-{tenant.pk}-"))
+    # The person's open streams re-check at once and close (their periodic re-check is the backstop).
+    transaction.on_commit(lambda: events.close_streams(user_id=user.pk, tenant_id=tenant.pk))
 
 
 def grant_run_permissions(run: Run) -> None:

@@ -10,7 +10,7 @@ from approvals.selectors import pause_snapshots, pauses_visible
 
 from .errors import NotFound
 from .identity import Caller
-from .models import Event, Membership, Run, RunStatus, SteeringInstruction
+from .models import Event, Membership, Run, RunStatus, SteeringInstruction, Tenant
 from .pagination import PAGE_SIZE_DEFAULT, paginate
 
 REDACTED = "<redacted>"
@@ -92,16 +92,9 @@ def events_visible(*, caller: Caller, tenant_wide: bool | None = None) -> QueryS
     return Event.objects.filter(tenant=caller.tenant, run__in=runs).select_related("run").order_by("sequence")
 
 
-def events_replay(*, caller: Caller, after: int, run: Run | None = None, limit: int = 1000) -> list[Event]:
-    """Retained events after a cursor that the caller may see, in sequence order."""
-    events = events_visible(caller=caller).filter(sequence__gt=after)
-    if run is not None:
-        events = events.filter(run=run)
-    return list(events[:limit])
-
-
-def event_for_delivery(*, caller: Caller, event_pk: int) -> Event | None:
-    return events_visible(caller=caller).filter(pk=event_pk).first()
+def events_head(*, tenant_id: int) -> int:
+    """The tenant's last committed sequence (the cursor row commits with its events)."""
+    return Tenant.objects.filter(pk=tenant_id).values_list("event_sequence", flat=True).first() or 0
 
 
 def events_after(
@@ -113,7 +106,8 @@ def events_after(
     tenant_wide: bool = False,
     limit: int = 200,
 ) -> list[Event]:
-    """The SSE stream's read: the next visible events after the cursor, filtered on the server."""
+    """The live streams' read (SSE and websockets): the next visible events after the cursor,
+    filtered on the server."""
     events = events_visible(caller=caller, tenant_wide=tenant_wide).filter(sequence__gt=after)
     if run_id is not None:
         events = events.filter(run_id=run_id)

@@ -4,19 +4,18 @@ An async view, served on Daphne's event loop. While a stream is idle it holds no
 thread and no database connection: it awaits its channel-layer inbox, and each database
 read runs on a pool thread that closes its connection before returning.
 
-Ordering and exactly-once delivery come from the durable log, not from the live push: the
-push (`{"type": "harbor.event", "sequence": n, ...}` on the tenant group) only says "the
-log grew"; the stream then reads every visible event after its cursor, by sequence.
-Sequences are allocated under the tenant row's lock and committed in that order, so a read
-by `sequence > cursor` never skips a late commit. A push lost on a full inbox is made up
-by the read that follows every keepalive.
+Ordering and exactly-once delivery come from the durable log (`streams.read_after`); the
+channel layer only nudges, and while it fails the stream polls the log. Every read
+re-checks the caller: a revoked membership or a lost admin role ends the stream, and so
+does the token's expiry, so a stream never outlives the right to read it.
 """
 
-import asyncio
 import json
 import logging
+import time
 from dataclasses import dataclass
 
+import jwt
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -24,18 +23,15 @@ from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from approvals.selectors import token_visibility
-
 from . import events, selectors
-from .auth import caller_from_headers
-from .errors import HTTP_STATUS, HarborError, IdentityScopeRequired, InvalidRequest, NotFound
-from .identity import Caller
-from .models import Tenant
+from .auth import bearer_token, caller_from_headers
+from .errors import HTTP_STATUS, AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
+from .identity import Caller, caller_resolve
+from .streams import BATCH, Tail, read_after
 
 log = logging.getLogger("harbor.sse")
 
 RETRY_MS = 3000
-BATCH = 200
 MAX_TYPES = 50
 
 
@@ -47,6 +43,7 @@ class Plan:
     types: frozenset[str] | None
     tenant_wide: bool
     cursor: int | None
+    expires_at: float  # the token's `exp`: the stream ends then
 
 
 def _in_pool_thread(fn):
@@ -76,49 +73,51 @@ def _open(meta: dict, query: dict) -> Plan:
     tenant_wide = query.get("admin", "") in ("1", "true")
     if tenant_wide and not caller.is_admin:
         raise IdentityScopeRequired("?admin=1 streams the whole tenant and needs the admin scope")
+    # A run the caller cannot see yields an empty stream, as in Harbor: the read filters it.
     run_id = meta.get("HTTP_X_HARBOR_RUN") or None
-    if run_id is not None and selectors.run_visible(caller=caller, run_id=run_id) is None:
-        raise NotFound("no such run")
     types = _header_list(meta.get("HTTP_X_HARBOR_EVENT_TYPE", ""))
     raw_cursor = (meta.get("HTTP_LAST_EVENT_ID") or "").strip()
     cursor = None
     if raw_cursor:
-        if not raw_cursor.isdigit() or len(raw_cursor) > 18:
+        if not (raw_cursor.isascii() and raw_cursor.isdigit()) or len(raw_cursor) > 18:
             raise InvalidRequest("Last-Event-ID must be an event sequence (a non-negative integer)")
         cursor = int(raw_cursor)
+    # Verified just now by caller_from_headers: only its expiry is read here.
+    claims = jwt.decode(bearer_token(meta.get("HTTP_AUTHORIZATION", "")), options={"verify_signature": False})
+    if claims["exp"] <= time.time():  # within the clock leeway: a stream would end at once
+        raise AuthRejected("the token has expired")
     return Plan(caller=caller, tenant_id=caller.tenant.pk, run_id=run_id, types=types, tenant_wide=tenant_wide,
-                cursor=cursor)
+                cursor=cursor, expires_at=float(claims["exp"]))
 
 
-def _head(tenant_id: int) -> int:
-    return Tenant.objects.filter(pk=tenant_id).values_list("event_sequence", flat=True).first() or 0
+def _current_caller(plan: Plan) -> Caller | None:
+    """The stream's caller as of now, or None once it may no longer read this stream."""
+    opened = plan.caller
+    try:
+        caller = caller_resolve(tenant=opened.tenant.slug, user=opened.user.username, session=opened.session,
+                                scopes=opened.scopes, address=opened.address, provision=False)
+    except HarborError:
+        return None
+    return None if plan.tenant_wide and not caller.is_admin else caller
 
 
-def _read(plan: Plan, cursor: int) -> tuple[list[tuple[int, str, str]], int]:
-    """The next frames after `cursor`, and the new cursor. When the batch is not full, every
-    event up to the tenant's head at the start of the read has been seen (committed events
-    only: the head and its events commit together), so the cursor moves past invisible ones."""
-    head = _head(plan.tenant_id)
-    batch = selectors.events_after(
-        caller=plan.caller, after=cursor, run_id=plan.run_id, types=plan.types,
-        tenant_wide=plan.tenant_wide, limit=BATCH,
-    )
-    may_see_token = token_visibility(caller=plan.caller, pause_ids=[e.payload.get("_pause") for e in batch])
+def _read(plan: Plan, cursor: int) -> tuple[list[str], int] | None:
+    """The next frames after `cursor` and the new cursor; None once the caller was revoked."""
+    caller = _current_caller(plan)
+    if caller is None:
+        return None
+    envelopes, cursor = read_after(caller=caller, cursor=cursor, run_id=plan.run_id, types=plan.types,
+                                   tenant_wide=plan.tenant_wide)
     frames = []
-    for event in batch:
-        envelope = events.envelope(event, tenant_slug=plan.caller.tenant.slug,
-                                   with_tokens=may_see_token(event.payload.get("_pause")))
+    for envelope in envelopes:
         data = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
-        frames.append((event.sequence, event.type, f"event: {event.type}\nid: {event.sequence}\ndata: {data}\n\n"))
-    new_cursor = frames[-1][0] if frames else cursor
-    if len(batch) < BATCH:
-        new_cursor = max(new_cursor, head)
-    return frames, new_cursor
+        frames.append(f"event: {envelope['type']}\nid: {envelope['sequence']}\ndata: {data}\n\n")
+    return frames, cursor
 
 
 open_plan = _in_pool_thread(_open)
 read_frames = _in_pool_thread(_read)
-read_head = _in_pool_thread(_head)
+read_head = _in_pool_thread(lambda tenant_id: selectors.events_head(tenant_id=tenant_id))
 
 
 def _error(error: HarborError) -> JsonResponse:
@@ -129,30 +128,34 @@ def _error(error: HarborError) -> JsonResponse:
     return response
 
 
-async def _frames(plan: Plan, layer, channel: str, group: str, cursor: int):
+async def _frames(plan: Plan, tail: Tail, cursor: int):
     keepalive = float(getattr(settings, "HARBOR_SSE_KEEPALIVE_SECONDS", 15))
     try:
         yield f"retry: {RETRY_MS}\n\n"
-        while True:
-            frames, cursor_after = await read_frames(plan, cursor)
-            for _, _, frame in frames:
+        next_keepalive = time.monotonic() + keepalive
+        while time.time() < plan.expires_at:
+            result = await read_frames(plan, cursor)
+            if result is None:
+                return  # revoked: the client's reconnect is refused
+            frames, cursor = result
+            for frame in frames:
                 yield frame
-            cursor = cursor_after
             if len(frames) == BATCH:
                 continue  # more retained events to replay before waiting
-            try:
-                while True:  # wait for a push past the cursor; older ones were already read
-                    message = await asyncio.wait_for(layer.receive(channel), timeout=keepalive)
-                    if message.get("sequence", 0) > cursor and (plan.run_id is None or message.get("run") == plan.run_id):
-                        break
-            except asyncio.TimeoutError:
-                yield ": keepalive\n\n"
-                await layer.group_add(group, channel)  # refresh the membership before it expires
+            while True:  # wait for a nudge past the cursor; older ones were already read
+                wait = min(next_keepalive - time.monotonic(), plan.expires_at - time.time())
+                message = await tail.next(max(wait, 0))
+                if message is None:  # quiet, or the layer is failing: read the log anyway
+                    if time.monotonic() >= next_keepalive:
+                        yield ": keepalive\n\n"
+                        next_keepalive = time.monotonic() + keepalive
+                    break
+                if message.get("type") == "harbor.close":
+                    break  # a membership changed: the read re-checks the caller
+                if message.get("sequence", 0) > cursor and (plan.run_id is None or message.get("run") == plan.run_id):
+                    break
     finally:
-        try:
-            await layer.group_discard(group, channel)
-        except Exception:  # the client is gone either way
-            log.debug("group_discard failed for %s", channel, exc_info=True)
+        await tail.leave()
 
 
 @csrf_exempt
@@ -171,13 +174,12 @@ async def events_stream(request: HttpRequest) -> HttpResponse:
         return JsonResponse({"code": "runtime_error", "message": "internal error"}, status=500)
 
     layer = get_channel_layer()
-    channel = await layer.new_channel("sse.")
+    tail = Tail(layer, await layer.new_channel("sse."))
     # Join the tenant group (the run's stream is a filter over it) before taking the cursor,
     # so nothing committed in between is missed.
-    group = events.tenant_group(plan.tenant_id)
-    await layer.group_add(group, channel)
+    await tail.join(events.tenant_group(plan.tenant_id), events.user_group(plan.caller.user.pk))
     cursor = plan.cursor if plan.cursor is not None else await read_head(plan.tenant_id)
-    response = StreamingHttpResponse(_frames(plan, layer, channel, group, cursor), content_type="text/event-stream")
+    response = StreamingHttpResponse(_frames(plan, tail, cursor), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a buffering proxy would hold frames back
     return response

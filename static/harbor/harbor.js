@@ -64,12 +64,15 @@
     indicator.classList.toggle("offline", !on);
   }
 
-  /* Listen to /ws/events/ (narrowed to one run when given), reconnecting with a growing
-     delay and asking for a replay from the last sequence seen, so nothing is missed. */
+  /* Listen to /ws/events/ (narrowed to one run when given). After any drop (a server or
+     Redis restart, the network) it reconnects with a growing, jittered delay and asks for a
+     replay after the last sequence seen, so nothing is missed. */
   function listen({ run, after, onEvent, onOpen }) {
     let cursor = after;
     let delay = 500;
+    let timer = null;
     function connect() {
+      timer = null;
       const params = new URLSearchParams();
       if (run) params.set("run", run);
       if (cursor !== undefined && cursor !== null) params.set("after", String(cursor));
@@ -87,10 +90,17 @@
           if (indicator) indicator.textContent = "offline";
           return; // signed out, revoked or gone: reconnecting would not help
         }
-        setTimeout(connect, delay);
+        timer = setTimeout(connect, delay * (0.75 + Math.random() / 2)); // jitter: not all at once after a restart
         delay = Math.min(delay * 2, 10000);
       };
     }
+    // Back online: retry now rather than at the end of a long backoff.
+    window.addEventListener("online", () => {
+      if (timer === null) return;
+      clearTimeout(timer);
+      delay = 500;
+      connect();
+    });
     connect();
   }
 

@@ -16,6 +16,7 @@ from runs.services import run_start
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
 ORIGIN = (b"origin", b"http://testserver")
+HOST = (b"host", b"testserver")
 
 
 @database_sync_to_async
@@ -39,7 +40,7 @@ def revoke(people, username: str) -> None:
 
 
 async def connect(path: str = "/ws/events/", user: str | None = None, origin=ORIGIN):
-    headers = [origin] if origin else []
+    headers = [HOST, origin] if origin else [HOST]
     if user:
         headers.append(await session_cookie(user))
     communicator = WebsocketCommunicator(application, path, headers=headers)
@@ -57,6 +58,24 @@ async def test_a_foreign_origin_is_refused_even_with_a_valid_session(people_tx):
     assert not connected
     communicator, connected, _ = await connect(user="bob", origin=None)  # no Origin at all
     assert not connected
+
+
+@pytest.mark.parametrize("origin", [
+    "http://testserver:9999", "https://testserver", "ws://testserver", "http://evil.testserver", "null",
+    "http://trusted.example",
+])
+async def test_an_origin_must_match_scheme_host_and_port(people_tx, settings, origin):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://trusted.example:8443"]
+    communicator, connected, _ = await connect(user="bob", origin=(b"origin", origin.encode()))
+    assert not connected
+
+
+@pytest.mark.parametrize("origin", ["http://testserver", "http://TestServer:80", "https://trusted.example:8443"])
+async def test_the_servers_own_origin_and_trusted_origins_are_accepted(people_tx, settings, origin):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://trusted.example:8443"]
+    communicator, connected, _ = await connect(user="bob", origin=(b"origin", origin.encode()))
+    assert connected
+    await communicator.disconnect()
 
 
 async def test_the_tenant_stream_delivers_envelopes_live(people_tx):

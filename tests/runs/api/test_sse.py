@@ -22,10 +22,11 @@ def _post(live, path, body, user="alice"):
     return response.json()
 
 
-def read_events(live, headers, *, until=None, limit=None, idle=20.0) -> tuple[list[str], list[dict]]:
+def read_events(live, headers, *, until=None, limit=None, idle=20.0, into=None) -> tuple[list[str], list[dict]]:
     """Open a stream and read frames until `until(event)` holds, `limit` events arrived, or
-    nothing arrived for `idle` seconds. Returns the raw prelude lines and the events."""
-    prelude, events, frame = [], [], {}
+    nothing arrived for `idle` seconds. Returns the raw prelude lines and the events (also
+    appended to `into` as they arrive)."""
+    prelude, events, frame = [], [] if into is None else into, {}
     try:
         with httpx.stream("GET", f"{live.url}/v1/events", headers=headers,
                           timeout=httpx.Timeout(10, read=idle)) as response:
@@ -51,10 +52,10 @@ def read_events(live, headers, *, until=None, limit=None, idle=20.0) -> tuple[li
     return prelude, events
 
 
-def _wait_status(live, run, statuses, timeout=60):
+def _wait_status(live, run, statuses, timeout=60, as_user="alice"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        task = _post(live, "/v1/tasks/get", {"identity": {"run": run}})
+        task = _post(live, "/v1/tasks/get", {"identity": {"run": run}}, user=as_user)
         if task["status"] in statuses:
             return task
         time.sleep(0.2)
@@ -118,13 +119,80 @@ def test_the_stream_is_filtered_to_what_the_caller_may_see(live_harbor):
 @pytest.mark.parametrize("user, headers, params, status, code", [
     (None, {}, {}, 401, "identity_required"),
     ("alice", {"Last-Event-ID": "soon"}, {}, 400, "invalid_request"),
-    ("alice", {"X-Harbor-Run": "01NOSUCHRUN"}, {}, 404, "not_found"),
+    ("alice", {"Last-Event-ID": b"\xb2"}, {}, 400, "invalid_request"),  # a superscript digit, not a sequence
+    ("alice", {"Last-Event-ID": "\u0661".encode()}, {}, 400, "invalid_request"),
     ("alice", {}, {"admin": "1"}, 403, "identity_scope_required"),
 ])
 def test_a_stream_that_cannot_open_answers_json(live_harbor, user, headers, params, status, code):
     all_headers = {**(_headers(user) if user else {}), **headers}
     response = httpx.get(f"{live_harbor.url}/v1/events", headers=all_headers, params=params, timeout=10)
     assert (response.status_code, response.json()["code"]) == (status, code)
+
+
+def test_a_run_the_caller_cannot_see_yields_an_empty_stream(live_harbor):
+    """As in Harbor: 200 and no events, whether the run is unknown, of another tenant, or
+    of another member; nothing tells them apart."""
+    run = _post(live_harbor, "/v1/control/start", {"query": "count to 1", "agent_id": "countdown"})["task_id"]
+    _wait_status(live_harbor, run, {"complete"})
+    for user, named in [("gina", run), ("mallory", run), ("alice", "01NOSUCHRUN")]:
+        _, seen = read_events(live_harbor, _headers(user, **{"X-Harbor-Run": named, "Last-Event-ID": "0"}), idle=1.5)
+        assert seen == []
+    _, own = read_events(live_harbor, _headers(**{"X-Harbor-Run": run, "Last-Event-ID": "0"}),
+                         until=lambda e: e["event"] == "task.completed")
+    assert own and {e["data"]["run"] for e in own} == {run}
+
+
+def test_the_stream_ends_when_the_token_expires(live_harbor):
+    import threading
+
+    headers = {"Authorization": f"Bearer {mint('alice', ttl=3)}", "Last-Event-ID": "0"}
+    seen, ended = [], threading.Event()
+
+    def listen():
+        try:
+            read_events(live_harbor, headers, idle=20, into=seen)
+        finally:
+            ended.set()
+
+    started = time.monotonic()
+    threading.Thread(target=listen, daemon=True).start()
+    assert ended.wait(10), "the stream outlived its token"
+    assert seen and time.monotonic() - started > 2  # it streamed while the token was valid
+    response = httpx.get(f"{live_harbor.url}/v1/events", headers=headers, timeout=10)
+    assert (response.status_code, response.json()["code"]) == (401, "auth_rejected")
+
+
+def test_a_revoked_member_is_sent_no_token_and_the_stream_ends(live_harbor):
+    """rita's own run parks (an operator's pause) after her membership was revoked: the
+    pause's token, which the decision rule would now refuse her, never reaches her stream."""
+    import threading
+
+    run = _post(live_harbor, "/v1/control/start", {"query": "count to 200", "agent_id": "countdown"},
+                user="rita")["task_id"]
+    got, ended = [], threading.Event()
+
+    def listen():
+        try:
+            read_events(live_harbor, _headers("rita", **{"Last-Event-ID": "0"}), idle=30, into=got)
+        finally:
+            ended.set()
+
+    threading.Thread(target=listen, daemon=True).start()
+    deadline = time.monotonic() + 30
+    while not any(e["event"] == "tool.completed" for e in got):
+        assert time.monotonic() < deadline and not ended.is_set(), "rita's stream never started"
+        time.sleep(0.1)
+    live_harbor.manage("shell", "-c", "from django.contrib.auth import get_user_model; "
+                       "from runs.models import Tenant; from runs.permissions import membership_revoke; "
+                       "membership_revoke(tenant=Tenant.objects.get(slug='acme'), "
+                       "user=get_user_model().objects.get(username='rita'))")
+    revoked = time.monotonic()
+    _post(live_harbor, "/v1/control/pause", {"identity": {"run": run}}, user="olivia")
+    _wait_status(live_harbor, run, {"paused"}, as_user="olivia")
+    assert ended.wait(20), "the stream outlived the membership"
+    assert time.monotonic() - revoked < 20
+    assert [e for e in got if e["data"]["payload"].get("Token") or e["data"]["payload"].get("PauseToken")] == []
+    assert "pause.requested" not in [e["event"] for e in got]
 
 
 def test_an_admin_streams_the_whole_tenant(live_harbor):
@@ -134,18 +202,31 @@ def test_an_admin_streams_the_whole_tenant(live_harbor):
         assert response.status_code == 200
 
 
+def _plan(run_id=None):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(expires_at=time.time() + 3600, run_id=run_id)
+
+
+def _in_own_loop(coroutine):
+    # A thread of its own: an earlier test (Playwright's sync API) may leave a loop running here.
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def test_keepalive_comments_while_idle(settings):
     """The stream's loop on its own: an idle stream emits `: keepalive` comments."""
     from channels.layers import InMemoryChannelLayer
 
     from runs import sse
+    from runs.streams import Tail
 
     settings.HARBOR_SSE_KEEPALIVE_SECONDS = 0.05
 
     async def scenario():
         layer = InMemoryChannelLayer()
-        channel = await layer.new_channel("sse.")
-        await layer.group_add("tenant.1", channel)
+        tail = Tail(layer, await layer.new_channel("sse."))
+        await tail.join("tenant.1")
         reads = []
 
         async def no_frames(plan, cursor):
@@ -154,16 +235,90 @@ def test_keepalive_comments_while_idle(settings):
 
         original, sse.read_frames = sse.read_frames, no_frames
         try:
-            stream = sse._frames(None, layer, channel, "tenant.1", 7)
+            stream = sse._frames(_plan(), tail, 7)
             chunks = [await stream.__anext__() for _ in range(3)]
             await stream.aclose()
         finally:
             sse.read_frames = original
         return chunks, reads, layer
 
-    # A thread of its own: an earlier test (Playwright's sync API) may leave a loop running here.
-    with ThreadPoolExecutor(1) as pool:
-        chunks, reads, layer = pool.submit(asyncio.run, scenario()).result()
+    chunks, reads, layer = _in_own_loop(scenario())
     assert chunks == ["retry: 3000\n\n", ": keepalive\n\n", ": keepalive\n\n"]
     assert reads[:2] == [7, 7]  # every keepalive also re-reads the log (a lost push costs nothing)
     assert not layer.groups.get("tenant.1")  # the stream left its group when it closed
+
+
+def test_the_live_tail_survives_a_redis_restart(settings):
+    """Redis goes away mid-stream: the stream keeps serving the log by polling, then re-joins
+    its group when Redis is back, so a live nudge wakes it again."""
+    import shutil
+
+    if not shutil.which("redis-server"):
+        pytest.skip("needs redis-server")
+    from channels_redis.core import RedisChannelLayer
+
+    from runs import sse
+    from runs.streams import Tail
+    from tests.runs.test_consumer_delivery import Redis
+
+    settings.HARBOR_SSE_KEEPALIVE_SECONDS = 60  # only a nudge or an outage's polling reads
+    settings.HARBOR_STREAM_POLL_SECONDS = 0.2
+    redis = Redis()
+    redis.start()
+    log = []
+
+    async def read(plan, cursor):
+        new = [seq for seq in log if seq > cursor]
+        return [f"id: {seq}\n\n" for seq in new], max([cursor, *new])
+
+    async def scenario():
+        layer = RedisChannelLayer(hosts=[f"redis://127.0.0.1:{redis.port}/0"])
+        tail = Tail(layer, await layer.new_channel("sse."))
+        await tail.join("tenant.1")
+        stream = sse._frames(_plan(), tail, 0)
+        chunks = [await stream.__anext__()]
+
+        async def grow(seq, nudge=True):
+            log.append(seq)
+            if nudge:
+                await layer.group_send("tenant.1", {"type": "harbor.event", "sequence": seq})
+            chunks.append(await asyncio.wait_for(stream.__anext__(), 3))
+
+        await grow(1)
+        await asyncio.to_thread(redis.stop)
+        await grow(2, nudge=False)  # Redis is down: read by polling
+        await grow(3, nudge=False)
+        await asyncio.to_thread(redis.start)
+        for _ in range(50):  # the tail re-joins within a poll or two
+            if tail.up:
+                break
+            await asyncio.sleep(0.1)
+        await grow(4)  # woken by a live nudge again, long before any keepalive
+        await stream.aclose()
+        return chunks
+
+    original, sse.read_frames = sse.read_frames, read
+    try:
+        chunks = _in_own_loop(scenario())
+    finally:
+        sse.read_frames = original
+        redis.stop()
+    assert chunks == ["retry: 3000\n\n", "id: 1\n\n", "id: 2\n\n", "id: 3\n\n", "id: 4\n\n"]
+
+
+def test_a_tenant_wide_stream_is_read_only_by_a_current_admin(people):
+    """Each read re-checks the caller: an admin demoted, or an admin-scoped token whose
+    membership was revoked, reads nothing more (the stream then ends)."""
+    from django.contrib.auth import get_user_model
+
+    from runs import sse
+    from runs.models import Role
+    from runs.permissions import membership_grant, membership_revoke
+
+    User = get_user_model()
+    ada = sse._open({"HTTP_AUTHORIZATION": f"Bearer {mint('ada')}"}, {"admin": "1"})
+    scoped = sse._open({"HTTP_AUTHORIZATION": f"Bearer {mint('olivia', scopes=['admin'])}"}, {"admin": "1"})
+    assert sse._read(ada, 0) is not None and sse._read(scoped, 0) is not None
+    membership_grant(tenant=people.acme, user=User.objects.get(username="ada"), role=Role.MEMBER)
+    membership_revoke(tenant=people.acme, user=User.objects.get(username="olivia"))
+    assert sse._read(ada, 0) is None and sse._read(scoped, 0) is None
