@@ -3,7 +3,6 @@
 import os
 
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from runs.identity import Caller, caller_resolve

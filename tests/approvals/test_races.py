@@ -8,7 +8,7 @@ from django.db import connection
 
 from approvals.models import Pause, PauseState
 from runs.errors import AlreadyResumed
-from runs.models import Run, RunStatus
+from runs.models import RunStatus
 from runs.runtime.dispatch import drain
 from runs.services import run_start, steering_submit
 from tests.conftest import requires_postgres

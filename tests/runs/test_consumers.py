@@ -1,7 +1,6 @@
 """The websocket stream of the pages (PROTOCOL §5, websockets), through the real ASGI
 application: origin check, session auth, permission-filtered delivery and replay."""
 
-import asyncio
 
 import pytest
 from channels.db import database_sync_to_async
