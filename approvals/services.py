@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs import events, refusals
-from runs.errors import AlreadyResumed, InvalidRequest, NotFound, ScopeMismatch
+from runs.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
 from runs.identity import Caller
 from runs.models import Run, RunStatus
 from runs.permissions import grant_pause_permissions
@@ -117,10 +117,10 @@ def pause_decide(
             f" (this pause's cause is {pause.cause})"
         )
     if reason is not None and not isinstance(reason, str):
-        raise InvalidRequest("reason must be a string")
+        raise PayloadInvalid("reason must be a string")
     final_args = _approved_args(pause, args) if decision == Decision.APPROVE else None
     if decision != Decision.APPROVE and args is not None:
-        raise InvalidRequest("args may only accompany approve")
+        raise PayloadInvalid("args may only accompany approve")
 
     _settle(pause, decision, actor=caller, reason=reason or "", decision_input=input)
     events.emit(
@@ -226,12 +226,12 @@ def _approved_args(pause: Pause, args) -> dict:
     if args is None:
         return original
     if not pause.payload.get("Editable"):
-        raise InvalidRequest(f"the gate on {pause.tool} does not allow edited arguments")
+        raise PayloadInvalid(f"the gate on {pause.tool} does not allow edited arguments")
     if not isinstance(args, dict):
-        raise InvalidRequest("args must be an object")
+        raise PayloadInvalid("args must be an object")
     unknown = sorted(set(args) - set(original))
     if unknown:
-        raise InvalidRequest(f"{pause.tool} takes no argument(s) {', '.join(unknown)}")
+        raise PayloadInvalid(f"{pause.tool} takes no argument(s) {', '.join(unknown)}")
     return {**original, **args}
 
 

@@ -153,7 +153,7 @@ def test_a_copy_of_the_database_lifts_no_pause(people, parked):
 @pytest.mark.parametrize(
     "method, payload, error",
     [
-        ("approve", {"args": {"rocket": "big"}}, InvalidRequest),  # an argument the tool does not take
+        ("approve", {"args": {"rocket": "big"}}, PayloadInvalid),  # an argument the tool does not take
         ("approve", {"args": "moon"}, PayloadInvalid),
         ("approve", {"reason": 5}, PayloadInvalid),
         ("resume", {}, InvalidRequest),  # resume does not decide approval gates
@@ -175,7 +175,7 @@ def test_edited_arguments_need_an_editable_gate(people, parked):
     tool = get_agent("probe").tools["launch"]
     assert tool.editable_args
     Pause.objects.filter(pk=pause.pk)._settle(payload={**pause.payload, "Editable": False})
-    with pytest.raises(InvalidRequest, match="does not allow edited arguments"):
+    with pytest.raises(PayloadInvalid, match="does not allow edited arguments"):
         decide(people.caller("bob", "web"), run, args={"target": "mars"})
 
 

@@ -198,3 +198,31 @@ async def test_clients_cannot_write_or_pick_groups(people_tx):
     await communicator.send_json_to({"type": "harbor.event", "event": 1})
     assert await communicator.receive_nothing(timeout=0.3)
     await communicator.disconnect()
+
+
+@database_sync_to_async
+def switched_session_cookie(username: str, tenant: str) -> tuple[bytes, bytes]:
+    """A person in two tenants, signed in, who switched the pages to `tenant`."""
+    from django.contrib.auth import get_user_model
+
+    from runs.models import Role, Tenant
+    from runs.permissions import membership_grant
+
+    user = get_user_model().objects.get(username=username)
+    membership_grant(tenant=Tenant.objects.get(slug=tenant), user=user, role=Role.OPERATOR)
+    client = Client()
+    assert client.login(username=username, password=f"{username}-password")
+    assert client.post("/tenant/", {"tenant": tenant}).status_code == 302
+    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+
+
+async def test_the_socket_speaks_for_the_tenant_chosen_in_the_pages(people_tx):
+    cookie = await switched_session_cookie("olivia", "globex")
+    communicator = WebsocketCommunicator(application, "/ws/events/", headers=[HOST, ORIGIN, cookie])
+    connected, _ = await communicator.connect(timeout=5)
+    assert connected
+    await start(people_tx, "alice")  # acme: not the tenant olivia is working in now
+    globex = await start(people_tx, "gina")
+    envelope = await communicator.receive_json_from(timeout=5)
+    assert (envelope["tenant"], envelope["run"]) == ("globex", globex.pk)
+    await communicator.disconnect()
