@@ -329,3 +329,29 @@ def test_a_busy_tenant_leaves_workers_for_the_others(people_tx, slow, settings):
     runs = {r.pk: r for r in Run.objects.all()}
     assert runs[first.pk].status == runs[other.pk].status == RunStatus.COMPLETE
     assert runs[second.pk].status == RunStatus.PENDING  # acme was at its cap of one: globex went first
+
+
+@pytest.mark.django_db(transaction=True)
+def test_planners_and_tools_run_outside_any_transaction(people_tx):
+    """A slow planner or tool must hold no row lock (no run, no tenant event cursor)."""
+    from django.db import connection
+
+    seen: list[tuple[str, bool]] = []
+
+    def work(args, ctx):
+        seen.append(("tool", connection.in_atomic_block))
+        return {}
+
+    class Planner:
+        def decide(self, view):
+            seen.append(("planner", connection.in_atomic_block))
+            return Finish("done") if view.history else CallTool("work", {})
+
+    register_agent(Agent(id="watched", description="test", planner=Planner, tools={"work": Tool("work", work)}))
+    try:
+        run = start(people_tx, "watch", "watched")
+        drain()
+    finally:
+        unregister_agent("watched")
+    assert Run.objects.get(pk=run.pk).status == RunStatus.COMPLETE
+    assert seen == [("planner", False), ("tool", False), ("planner", False)]
