@@ -104,6 +104,6 @@ class DecisionRefusal(AppendOnlyModel):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["actor_tenant", "actor_user", "created_at"]),
-            # The refusal throttle's per-address ceiling (runs.api.DecisionRefusalThrottle).
+            # The refusal throttle's per-address ceiling (runs.protocol.throttle.DecisionRefusalThrottle).
             models.Index(fields=["address", "created_at"], name="approvals_refusal_addr_idx"),
         ]

@@ -214,7 +214,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["runs.auth.BearerAuthentication"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "EXCEPTION_HANDLER": "runs.api.exception_handler",
+    "EXCEPTION_HANDLER": "runs.protocol.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Harbor Protocol",
@@ -237,7 +237,7 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "runs.api.document_protocol",
+        "runs.protocol.schema.document_protocol",
     ],
 }
 
@@ -279,7 +279,7 @@ HARBOR_SSE_KEEPALIVE_SECONDS = float(os.environ.get("HARBOR_SSE_KEEPALIVE_SECOND
 HARBOR_WS_RECHECK_SECONDS = float(os.environ.get("HARBOR_WS_RECHECK_SECONDS", "10"))
 HARBOR_STREAM_POLL_SECONDS = float(os.environ.get("HARBOR_STREAM_POLL_SECONDS", "1"))
 
-# --- Abuse limits (runs.middleware, runs.api) ------------------------------------------------
+# --- Abuse limits (runs.middleware, runs.protocol) ------------------------------------------------
 # Proxies whose X-Forwarded-For is believed, as comma-separated addresses or CIDRs (for
 # example "10.0.0.0/8,127.0.0.1"). The client address is the first hop, read from the right,
 # that is not one of them; with none configured it is the socket's peer. Keep Daphne's

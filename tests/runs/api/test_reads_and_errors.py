@@ -145,7 +145,7 @@ def test_an_unexpected_failure_is_a_json_500_runtime_error(api, monkeypatch, cap
     def explode(**kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("runs.api.run_start", explode)
+    monkeypatch.setattr("runs.protocol.views.run_start", explode)
     body = api.error("/v1/control/start", {"query": "q"}, status=500, code="runtime_error")
     assert "boom" not in body["message"]
     assert "unexpected error" in caplog.text

@@ -1,0 +1,73 @@
+"""One handler for every view under /v1/: every failure is `{code, message}` with its status."""
+
+import logging
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+from runs.errors import (
+    HTTP_STATUS,
+    HarborError,
+    RateLimited,
+)
+
+log = logging.getLogger("harbor.api")
+
+
+# --- Errors: one handler for every view under /v1/ -------------------------------------------
+
+
+def error_response(code: str, message: str, status: int | None = None, headers: dict | None = None) -> Response:
+    # A message may quote the request (a key, a value): never let a lone surrogate in it
+    # break the JSON rendering of the error itself.
+    message = message.encode("utf-8", "replace").decode("utf-8")
+    return Response({"code": code, "message": message}, status=status or HTTP_STATUS.get(code, 500), headers=headers)
+
+
+def _drf_message(detail) -> str:
+    if isinstance(detail, dict):
+        return "; ".join(f"{key}: {_drf_message(value)}" for key, value in detail.items())
+    if isinstance(detail, list):
+        return " ".join(_drf_message(item) for item in detail)
+    return str(detail)
+
+
+def exception_handler(exc, context) -> Response:
+    """Map every exception to a protocol error body (PROTOCOL §7)."""
+    if isinstance(exc, HarborError):
+        code = exc.code if exc.code in HTTP_STATUS else "runtime_error"
+        if code == "runtime_error":
+            log.error("runtime error answering %s: %s", _path(context), exc.message)
+        headers = {"WWW-Authenticate": 'Bearer realm="harbor"'} if HTTP_STATUS[code] == 401 else None
+        if isinstance(exc, RateLimited) and getattr(exc, "retry_after", None):
+            headers = {"Retry-After": str(exc.retry_after)}
+        return error_response(code, exc.message, headers=headers)
+    if isinstance(exc, drf.Throttled):
+        return error_response(
+            "rate_limited",
+            "too many refused decisions; try again later",
+            headers={"Retry-After": str(int(exc.wait or 60))},
+        )
+    if isinstance(exc, drf.MethodNotAllowed):
+        allowed = ", ".join(context["view"].allowed_methods) if context.get("view") else ""
+        return error_response("invalid_request", _drf_message(exc.detail), status=405, headers={"Allow": allowed})
+    if isinstance(exc, (drf.NotFound, Http404)):
+        return error_response("not_found", "not found")
+    if isinstance(exc, drf.NotAuthenticated):
+        return error_response("identity_required", _drf_message(exc.detail))
+    if isinstance(exc, drf.AuthenticationFailed):
+        return error_response("auth_rejected", _drf_message(exc.detail))
+    if isinstance(exc, (drf.PermissionDenied, DjangoPermissionDenied)):
+        return error_response("scope_mismatch", "permission denied")
+    if isinstance(exc, drf.APIException) and exc.status_code < 500:
+        # ParseError, UnsupportedMediaType, NotAcceptable, ValidationError: the request's fault.
+        return error_response("invalid_request", _drf_message(exc.detail))
+    log.exception("unexpected error answering %s", _path(context), exc_info=exc)
+    return error_response("runtime_error", "internal error")
+
+
+def _path(context) -> str:
+    request = context.get("request")
+    return getattr(request, "path", "?")

@@ -1,0 +1,186 @@
+"""The /v1 routes: parse, call one service or selector, serialise."""
+
+from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework.response import Response
+
+from approvals import selectors as pause_selectors
+from runs import selectors
+from runs import serializers as s
+from runs.errors import (
+    UnknownMethod,
+)
+from runs.models import Instruction
+from runs.services import run_start, steering_submit
+
+from .pipeline import CONTROL_ERRORS, ERRORS, ProtocolView
+from .throttle import DecisionRefusalThrottle
+
+PROTOCOL_VERSION = s.PROTOCOL_VERSION
+
+
+# --- Routes ---------------------------------------------------------------------------------
+
+
+class StartView(ProtocolView):
+    @extend_schema(
+        operation_id="control_start",
+        tags=["control"],
+        request=s.StartRequestSerializer,
+        responses={
+            200: s.StartResponseSerializer,
+            **ERRORS,
+            403: OpenApiResponse(s.ErrorSerializer, description="scope_mismatch (a priority above 0 without admin)"),
+        },
+        summary="Start a task (run)",
+        examples=[
+            OpenApiExample(
+                "deploy",
+                request_only=True,
+                value={
+                    "identity": {},
+                    "query": "deploy build 42 to staging",
+                    "agent_id": "deploy",
+                    "idempotency_key": "k-1",
+                },
+            )
+        ],
+    )
+    def post(self, request):
+        data = self.validated(s.StartRequestSerializer)
+        data.pop("identity", None)
+        run, reused = run_start(caller=self.caller, **data)
+        return Response({"task_id": run.pk, "reused": reused, "protocol_version": PROTOCOL_VERSION})
+
+
+PAYLOADS = {
+    Instruction.CANCEL: s.CancelPayload,
+    Instruction.PAUSE: s.EmptyPayload,
+    Instruction.RESUME: s.ResumePayload,
+    Instruction.APPROVE: s.ApprovePayload,
+    Instruction.REJECT: s.RejectPayload,
+    Instruction.REDIRECT: s.RedirectPayload,
+    Instruction.INJECT_CONTEXT: None,
+    Instruction.USER_MESSAGE: s.UserMessagePayload,
+    Instruction.PRIORITIZE: s.PrioritizePayload,
+}
+SUMMARIES = {
+    Instruction.CANCEL: "Cancel a run (owner_user)",
+    Instruction.PAUSE: "Park a run at its next step boundary (owner_user)",
+    Instruction.RESUME: "Resume a non-gate pause (owner_user)",
+    Instruction.APPROVE: "Approve a HITL gate, synchronously (owner_user or delegated approver)",
+    Instruction.REJECT: "Reject a HITL gate, synchronously; the run fails (owner_user or delegated approver)",
+    Instruction.REDIRECT: "Replace the run's goal (owner_user)",
+    Instruction.INJECT_CONTEXT: "Append planner context (session_user)",
+    Instruction.USER_MESSAGE: "Deliver a user message (session_user)",
+    Instruction.PRIORITIZE: "Change scheduling priority (admin)",
+}
+
+
+class ControlView(ProtocolView):
+    """`/v1/control/{method}`: one of the nine steering methods, through steering_submit."""
+
+    method: str = ""
+    request_serializer = s.ControlRequestSerializer
+    throttle_classes = [DecisionRefusalThrottle]
+
+    def post(self, request, method: str | None = None):
+        data = self.validated(self.request_serializer)
+        identity = data["identity"]
+        receipt = steering_submit(
+            caller=self.caller,
+            run_id=identity["run"],
+            method=self.method,
+            payload=self.body.get("payload"),  # as sent: the service owns each payload's rules
+            event_id=data.get("event_id"),
+            requested_scope=identity.get("scope"),
+        )
+        return Response(
+            {"accepted": True, "method": receipt.instruction.instruction, "protocol_version": PROTOCOL_VERSION}
+        )
+
+
+def control_view(method: str) -> type[ControlView]:
+    """One view class per method, so the OpenAPI document shows each method's payload."""
+    serializer = s.control_request_serializer(method, PAYLOADS[method])
+
+    @extend_schema(
+        operation_id=f"control_{method}",
+        tags=["control"],
+        request=serializer,
+        summary=SUMMARIES[method],
+        responses={200: s.ControlResponseSerializer, **CONTROL_ERRORS},
+    )
+    def post(self, request):
+        return ControlView.post(self, request)
+
+    name = f"{serializer.__name__.removesuffix('Request')}View"
+    return type(name, (ControlView,), {"method": method, "request_serializer": serializer, "post": post})
+
+
+CONTROL_VIEWS = {method: control_view(method) for method in Instruction.values}
+
+
+class UnknownMethodView(ProtocolView):
+    """Any other `/v1/control/{name}`: the nine are a closed set."""
+
+    permission_classes: list = []
+    authentication_classes: list = []
+
+    @extend_schema(exclude=True)
+    def post(self, request, method: str):
+        raise UnknownMethod(f"unknown steering method {method[:64]!r}; the nine are {', '.join(Instruction.values)}")
+
+
+class PauseListView(ProtocolView):
+    @extend_schema(
+        operation_id="pause_list",
+        tags=["pauses"],
+        request=s.PauseListRequestSerializer,
+        responses={200: s.PauseListResponseSerializer, **ERRORS},
+        summary="List pause snapshots (default: open)",
+    )
+    def post(self, request):
+        data = self.validated(s.PauseListRequestSerializer)
+        filters = dict(data.get("filter", {}))
+        filters.setdefault("status", "paused")
+        return Response(
+            pause_selectors.pause_list(caller=self.caller, page=data["page"], page_size=data["page_size"], **filters)
+        )
+
+
+class TaskListView(ProtocolView):
+    @extend_schema(
+        operation_id="tasks_list",
+        tags=["tasks"],
+        request=s.TaskListRequestSerializer,
+        responses={200: s.TaskListResponseSerializer, **ERRORS},
+        summary="List tasks with counts by status",
+    )
+    def post(self, request):
+        data = self.validated(s.TaskListRequestSerializer)
+        return Response(
+            selectors.task_list(
+                caller=self.caller, page=data["page"], page_size=data["page_size"], **data.get("filter", {})
+            )
+        )
+
+
+class TaskGetView(ProtocolView):
+    @extend_schema(
+        operation_id="tasks_get",
+        tags=["tasks"],
+        request=s.TaskGetRequestSerializer,
+        responses={200: s.TaskDetailSerializer, **ERRORS},
+        summary="One task with its pauses and steering history",
+    )
+    def post(self, request):
+        data = self.validated(s.TaskGetRequestSerializer)
+        return Response(selectors.task_detail(caller=self.caller, run_id=data["identity"]["run"]))
+
+
+@csrf_exempt
+def not_found(request, *args, **kwargs) -> JsonResponse:
+    """Any other path under /v1/: JSON, never Django's HTML 404."""
+    return JsonResponse({"code": "not_found", "message": f"no route {request.path}"}, status=404)
