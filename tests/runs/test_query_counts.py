@@ -1,0 +1,27 @@
+"""Statements per pause + decide cycle, pinned so a regression fails CI (timing lives in
+bin/bench, not in tests)."""
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runs.runtime.dispatch import drain
+from runs.services import run_start, steering_submit
+
+# One run of a one-gate agent: start, advance to the gate, approve, advance to the end.
+CYCLE_CEILING = 95  # 92 today on SQLite and PostgreSQL (savepoints not counted)
+
+
+def cycle(people) -> None:
+    run, _ = run_start(caller=people.caller("alice"), query="launch", agent_id="probe")
+    drain()
+    steering_submit(caller=people.caller("alice"), run_id=run.pk, method="approve", payload={})
+    drain()
+
+
+def test_statements_per_pause_and_decide_cycle(people, probe):
+    cycle(people)  # warm the caches a long-lived process has
+    with CaptureQueriesContext(connection) as queries:
+        cycle(people)
+    statements = [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]
+    assert probe.calls == [{"target": "moon"}] * 2
+    assert len(statements) <= CYCLE_CEILING, len(statements)
