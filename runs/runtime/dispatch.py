@@ -22,6 +22,7 @@ from approvals.services import pause_sweep_overdue
 from runs.models import Run
 
 from . import handles, loop
+from .lease import claimable
 from .wake import register, wake_now
 
 log = logging.getLogger("harbor.runtime")
@@ -50,7 +51,7 @@ def _ready_ids() -> list[str]:
         .values("tenant_id").annotate(held=Count("pk")).filter(held__gte=settings.HARBOR_TENANT_MAX_RUNNING)
         .values("tenant_id")
     )
-    ready = loop.claimable().exclude(tenant_id__in=busy).order_by("-priority", "created_at")
+    ready = claimable().exclude(tenant_id__in=busy).order_by("-priority", "created_at")
     return list(ready.values_list("pk", flat=True)[:20])
 
 
@@ -59,7 +60,7 @@ def sweep() -> None:
     lease expires; the wake-up after the sweep picks them up."""
     pause_sweep_overdue()
     handles.reap_ended()
-    if loop.claimable().exists():
+    if claimable().exists():
         wake_now()
 
 

@@ -28,7 +28,7 @@ from runs.errors import ErrToolContextLost, ErrUnserializable
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 from runs.transitions import move, run_complete, run_fail
 
-from .lease import Lease, LeaseLost, claimable, lease_length  # noqa: F401  (claimable: used by dispatch)
+from .lease import Lease, LeaseLost, lease_length
 from .planner import Finish, PlannerView, RequestPause, describe
 from .registry import get_agent
 from .steering import steering_apply_pending
