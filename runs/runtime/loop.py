@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.models import Cause, Reason
-from approvals.services import pause_park
 from runs import events
 from runs.errors import ErrToolContextLost, ErrUnserializable
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 from runs.transitions import move, run_complete, run_fail
 
 from .lease import Lease, LeaseLost, lease_length
+from .ledger import open_attempt, settle_attempt
+from .parking import park, park_for_gate, park_for_operator
 from .planner import Finish, PlannerView, RequestPause, describe
 from .registry import get_agent
 from .steering import steering_apply_pending
@@ -142,7 +142,7 @@ def _boundary(lease: Lease) -> _Boundary | None:
             if stop == "cancel":
                 return None
             if stop == "pause":
-                _park_for_operator(run)
+                park_for_operator(run)
                 return None
         try:
             ctx = ToolContext.restore(run.pk, run.checkpoint.get("tool_context"))
@@ -181,7 +181,7 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision) -> _Call | bool:
                 run_complete(run, decision.answer)
                 return False
             if isinstance(decision, RequestPause):
-                _park(run, ctx, cause=decision.cause, reason=decision.reason, payload=decision.payload,
+                park(run, ctx, cause=decision.cause, reason=decision.reason, payload=decision.payload,
                       summary=decision.summary, history_entry={"pause": decision.cause})
                 return False
             pending = {"tool": decision.tool, "args": decision.args, "step": step}
@@ -194,32 +194,13 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision) -> _Call | bool:
         checkpoint["pending_call"] = pending
         run.checkpoint = checkpoint
         if tool.needs_approval(pending["args"]) and not pending.get("approved"):
-            _park_for_gate(run, ctx, tool, pending["args"])
+            park_for_gate(run, ctx, tool, pending["args"])
             return False
         run.save(update_fields=["checkpoint", "updated_at"])
-        attempt = _open_attempt(run, tool, step, lease.worker)
+        attempt = open_attempt(run, tool, step, lease.worker)
         events.emit(run=run, type=events.TOOL_INVOKED,
                     payload={"Tool": tool.name, "Step": step, "Args": pending["args"], "Attempt": attempt.attempt})
         return _Call(tool=tool, args=pending["args"], step=step, ctx=ctx, attempt=attempt)
-
-
-def _open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
-    """A new ledger row for this execution. An earlier attempt still marked running had a
-    worker that died (we hold the lease it lost): it is marked lost."""
-    now = timezone.now()
-    earlier = ToolCall.objects.filter(run=run, step=step)
-    earlier.filter(outcome=ToolCallOutcome.RUNNING)._settle(outcome=ToolCallOutcome.LOST, finished_at=now)
-    number = earlier.count() + 1
-    return ToolCall.objects.create(
-        tenant_id=run.tenant_id, run=run, step=step, attempt=number, tool=tool.name, worker=worker,
-        idempotency_key=f"{run.pk}:{step}",
-    )
-
-
-def _settle_attempt(attempt: ToolCall, outcome: str, error: str = "") -> None:
-    ToolCall.objects.filter(pk=attempt.pk, outcome=ToolCallOutcome.RUNNING)._settle(
-        outcome=outcome, error=error[:2000], finished_at=timezone.now()
-    )
 
 
 def _execute(lease: Lease, call: _Call) -> bool:
@@ -234,17 +215,17 @@ def _execute(lease: Lease, call: _Call) -> bool:
     except ToolPause as signal:
         pause = signal
 
-        def park(run: Run) -> bool:
-            return _park(run, ctx, cause=pause.cause, reason=pause.reason, payload=pause.payload,
+        def park_signalled(run: Run) -> bool:
+            return park(run, ctx, cause=pause.cause, reason=pause.reason, payload=pause.payload,
                          summary=pause.summary, deadline=pause.deadline, tool=call.tool.name,
                          companion=(pause.companion, pause.payload))
 
-        return _record(lease, call, ToolCallOutcome.PAUSED, park)
+        return _record(lease, call, ToolCallOutcome.PAUSED, park_signalled)
     except LeaseLost:
-        _settle_attempt(attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
+        settle_attempt(attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
         raise
     except Interrupted:
-        _settle_attempt(attempt, ToolCallOutcome.INTERRUPTED)
+        settle_attempt(attempt, ToolCallOutcome.INTERRUPTED)
         return True  # the next boundary applies the hard cancel; the step is not recorded
     except ErrToolContextLost as lost:
         message = lost.message
@@ -268,13 +249,13 @@ def _record(lease: Lease, call: _Call, outcome: str, apply, error: str = "") -> 
         try:
             run = _locked(lease)
         except LeaseLost:
-            _settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
+            settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
             raise
         current = ToolCall.objects.filter(pk=call.attempt.pk, outcome=ToolCallOutcome.RUNNING).exists()
         if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != call.step or not current:
-            _settle_attempt(call.attempt, ToolCallOutcome.FENCED, f"the run moved on (it is {run.status})")
+            settle_attempt(call.attempt, ToolCallOutcome.FENCED, f"the run moved on (it is {run.status})")
             return False
-        _settle_attempt(call.attempt, outcome, error)
+        settle_attempt(call.attempt, outcome, error)
         return bool(apply(run))
 
 
@@ -295,54 +276,6 @@ def _checkpoint(run: Run, call: _Call, result) -> bool:
     events.emit(run=run, type=events.TOOL_COMPLETED,
                 payload={"Tool": call.tool.name, "Step": call.step, "Result": result, "Attempt": call.attempt.attempt})
     return True
-
-
-def _park(run: Run, ctx: ToolContext, *, cause: str, reason: str, payload: dict, summary: str = "",
-          deadline=None, tool: str = "", companion=None, history_entry=None) -> bool:
-    """Mint a pause (run lock held). A context that cannot be checkpointed fails the pause
-    and the run, naming the field. A pending call (and an approval it already holds) is
-    kept in the checkpoint, so the same call goes on after the pause."""
-    try:
-        saved_context = ctx.serialized()
-    except ErrUnserializable as error:
-        run_fail(run, FailureCode.RUNTIME_ERROR, error.message)
-        return False
-    checkpoint = dict(run.checkpoint)
-    step = checkpoint.get("step", 0)
-    checkpoint["tool_context"] = saved_context
-    checkpoint.pop("resolution", None)
-    if history_entry:
-        checkpoint["history"] = [*checkpoint.get("history", []), history_entry]
-        checkpoint["step"] = step + 1
-    run.checkpoint = checkpoint
-    pause_park(
-        run=run, cause=cause, reason=reason, payload=payload, step=step, tool=tool,
-        tool_context=saved_context["state"], handle_keys=saved_context["handles"], deadline=deadline,
-        companion=companion, summary=summary,
-    )
-    return False
-
-
-def _park_for_gate(run: Run, ctx: ToolContext, tool: Tool, args: dict) -> bool:
-    reason = tool.gate_reason or f"{tool.name} is gated behind human approval"
-    summary = ", ".join(f"{k}={v}" for k, v in args.items())
-    return _park(
-        run, ctx, cause=Cause.HITL_APPROVAL, reason=Reason.APPROVAL_REQUIRED, tool=tool.name,
-        payload={"Tool": tool.name, "Args": args, "GateReason": reason, "Editable": tool.editable_args},
-        deadline=tool.deadline, summary=f"Approve {tool.name}({summary})",
-        companion=(events.TOOL_APPROVAL_REQUESTED,
-                   {"Tool": tool.name, "Reason": reason, "ArgsSummary": summary, "Editable": tool.editable_args}),
-    )
-
-
-def _park_for_operator(run: Run) -> bool:
-    try:
-        ctx = ToolContext.restore(run.pk, run.checkpoint.get("tool_context"))
-    except ErrToolContextLost as lost:
-        run_fail(run, FailureCode.TOOL_CONTEXT_LOST, lost.message)
-        return False
-    return _park(run, ctx, cause=Cause.OPERATOR, reason=Reason.AWAIT_INPUT,
-                 payload={"Summary": "paused by an operator"}, summary=f"{run.agent_id} run paused by an operator")
 
 
 def _interrupt_probe(lease: Lease):

@@ -355,3 +355,34 @@ def test_planners_and_tools_run_outside_any_transaction(people_tx):
         unregister_agent("watched")
     assert Run.objects.get(pk=run.pk).status == RunStatus.COMPLETE
     assert seen == [("planner", False), ("tool", False), ("planner", False)]
+
+
+def test_a_tool_that_signals_a_pause_goes_on_with_the_answer(people):
+    """A tool raises ToolPause (a remote agent's question): the run parks on the one pause;
+    the resume's input reaches the same call, run as a new attempt of the same step."""
+    from runs.runtime.tools import ToolPause
+
+    def ask(args, ctx):
+        if ctx.resumed is None:
+            raise ToolPause(cause=Cause.A2A, reason="await_input", payload={"Question": "Which date?"},
+                            companion="a2a.input_required", summary="the travel desk asks")
+        return {"date": ctx.resumed["input"]}
+
+    class Planner:
+        def decide(self, view):
+            return Finish(view.history[-1]["result"]["date"]) if view.history else CallTool("ask", {})
+
+    register_agent(Agent(id="asker", description="test", planner=Planner, tools={"ask": Tool("ask", ask)}))
+    try:
+        run = start(people, "fly", "asker")
+        drain()
+        pause = Pause.objects.get(run=run)
+        assert (Run.objects.get(pk=run.pk).status, pause.cause, pause.tool) == (RunStatus.PAUSED, Cause.A2A, "ask")
+        assert Event.objects.filter(run=run, type="a2a.input_required").exists()
+        steer(people, run, "resume", {"input": "March 3"})
+        drain()
+    finally:
+        unregister_agent("asker")
+    run.refresh_from_db()
+    assert (run.status, run.answer) == (RunStatus.COMPLETE, "March 3")
+    assert ledger(run) == [(0, 1, "paused"), (0, 2, "completed")]

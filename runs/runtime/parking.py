@@ -1,0 +1,60 @@
+"""Parking a run on a pause (run lock held): the tool context is checkpointed, a pending
+call (and an approval it already holds) stays in the checkpoint, and the pause is minted by
+approvals.services.pause_park."""
+
+from approvals.models import Cause, Reason
+from approvals.services import pause_park
+from runs import events
+from runs.errors import ErrToolContextLost, ErrUnserializable
+from runs.models import FailureCode, Run
+from runs.transitions import run_fail
+
+from .tools import Tool, ToolContext
+
+
+def park(run: Run, ctx: ToolContext, *, cause: str, reason: str, payload: dict, summary: str = "",
+          deadline=None, tool: str = "", companion=None, history_entry=None) -> bool:
+    """Mint a pause (run lock held). A context that cannot be checkpointed fails the pause
+    and the run, naming the field. A pending call (and an approval it already holds) is
+    kept in the checkpoint, so the same call goes on after the pause."""
+    try:
+        saved_context = ctx.serialized()
+    except ErrUnserializable as error:
+        run_fail(run, FailureCode.RUNTIME_ERROR, error.message)
+        return False
+    checkpoint = dict(run.checkpoint)
+    step = checkpoint.get("step", 0)
+    checkpoint["tool_context"] = saved_context
+    checkpoint.pop("resolution", None)
+    if history_entry:
+        checkpoint["history"] = [*checkpoint.get("history", []), history_entry]
+        checkpoint["step"] = step + 1
+    run.checkpoint = checkpoint
+    pause_park(
+        run=run, cause=cause, reason=reason, payload=payload, step=step, tool=tool,
+        tool_context=saved_context["state"], handle_keys=saved_context["handles"], deadline=deadline,
+        companion=companion, summary=summary,
+    )
+    return False
+
+
+def park_for_gate(run: Run, ctx: ToolContext, tool: Tool, args: dict) -> bool:
+    reason = tool.gate_reason or f"{tool.name} is gated behind human approval"
+    summary = ", ".join(f"{k}={v}" for k, v in args.items())
+    return park(
+        run, ctx, cause=Cause.HITL_APPROVAL, reason=Reason.APPROVAL_REQUIRED, tool=tool.name,
+        payload={"Tool": tool.name, "Args": args, "GateReason": reason, "Editable": tool.editable_args},
+        deadline=tool.deadline, summary=f"Approve {tool.name}({summary})",
+        companion=(events.TOOL_APPROVAL_REQUESTED,
+                   {"Tool": tool.name, "Reason": reason, "ArgsSummary": summary, "Editable": tool.editable_args}),
+    )
+
+
+def park_for_operator(run: Run) -> bool:
+    try:
+        ctx = ToolContext.restore(run.pk, run.checkpoint.get("tool_context"))
+    except ErrToolContextLost as lost:
+        run_fail(run, FailureCode.TOOL_CONTEXT_LOST, lost.message)
+        return False
+    return park(run, ctx, cause=Cause.OPERATOR, reason=Reason.AWAIT_INPUT,
+                 payload={"Summary": "paused by an operator"}, summary=f"{run.agent_id} run paused by an operator")
