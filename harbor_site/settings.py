@@ -8,12 +8,13 @@ layer, runs advanced by threads inside the web process). With them: production
 import json
 import os
 import secrets
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from harbor_site.owner_files import write_once
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("HARBOR_VAR_DIR", BASE_DIR / "var"))
@@ -30,21 +31,9 @@ DEBUG = os.environ.get("HARBOR_DEBUG", "0") == "1"
 
 
 def _local_secret(name: str) -> str:
-    """A random secret kept in VAR_DIR/<name> (git-ignored), created on first run and
-    readable by its owner only. Whichever process gets there first writes it; the others
-    read the same file."""
+    """A random secret kept in VAR_DIR/<name> (git-ignored, owner-only), made on first run."""
     path = VAR_DIR / name
-    if not path.exists():
-        fd, tmp = tempfile.mkstemp(dir=VAR_DIR, prefix=f".{name}-")  # created 0600
-        try:
-            os.write(fd, secrets.token_urlsafe(48).encode())
-            os.close(fd)
-            try:
-                os.link(tmp, path)  # atomic and exclusive: a concurrent creator's secret wins
-            except FileExistsError:
-                pass
-        finally:
-            os.unlink(tmp)
+    write_once(path, secrets.token_urlsafe(48).encode())
     if path.stat().st_mode & 0o077:
         raise ImproperlyConfigured(f"{path} must be readable by its owner only (chmod 600)")
     return path.read_text().strip()

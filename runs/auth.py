@@ -21,9 +21,7 @@ any service runs.
 import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +33,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
+
+from harbor_site.owner_files import write_once
 
 from .errors import AuthRejected, IdentityRequired
 from .identity import Caller, caller_resolve
@@ -127,18 +127,7 @@ def dev_private_key():
         pem = key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".jwt-dev-")
-        try:
-            os.write(fd, pem)
-            os.close(fd)
-            os.chmod(tmp, 0o600)
-            try:
-                os.link(tmp, path)  # atomic and exclusive: a concurrent creator's key wins
-            except FileExistsError:
-                pass
-        finally:
-            os.unlink(tmp)
+        write_once(path, pem)
     return serialization.load_pem_private_key(path.read_bytes(), password=None)
 
 

@@ -45,11 +45,16 @@ class LiveHarbor:
         return json.loads((self.var_dir / "demo-logins.json").read_text())
 
     def manage(self, *args: str) -> str:
-        result = subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True,
-                                text=True, timeout=120)
-        if result.returncode:
-            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-        return result.stdout
+        return run_manage(self.env, *args)
+
+
+def run_manage(env: dict, *args: str, timeout: float = 120) -> str:
+    """`manage.py <args>` against a live server's environment; its output, or an error."""
+    result = subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=timeout)
+    if result.returncode:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result.stdout
 
 
 def _environment(var_dir: Path) -> tuple[dict, str | None]:

@@ -24,7 +24,7 @@ import redis
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tests.live import PYTHON, ROOT, free_port
+from tests.live import PYTHON, ROOT, free_port, run_manage
 
 SECRET_KEY = "faults-only-secret-key-0123456789abcdef0123456789"
 
@@ -175,11 +175,7 @@ class Topology:
         return f"http://127.0.0.1:{self.ports[index]}"
 
     def manage(self, *args: str) -> str:
-        result = subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True,
-                                text=True, timeout=180)
-        if result.returncode:
-            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-        return result.stdout
+        return run_manage(self.env, *args, timeout=180)
 
     @property
     def logins(self) -> dict[str, str]:
