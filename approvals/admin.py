@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from runs.audit_admin import ReadOnlyAdmin
 
-from .models import DecisionRefusal, Pause
+from approvals.models import DecisionRefusal, Pause
 
 
 @admin.register(Pause)

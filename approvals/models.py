@@ -1,8 +1,8 @@
 from django.conf import settings
 from django.db import models
 
-from runs.audit import AppendOnlyModel
-from runs.ids import new_ulid
+from runs.domain.audit import AppendOnlyModel
+from runs.domain.ids import new_ulid
 from runs.models import Run, Tenant
 
 

@@ -45,7 +45,7 @@ SECRET_KEY = os.environ.get("SECRET_KEY", "") or (_local_secret("secret-key") if
 if len(SECRET_KEY) < 32 or SECRET_KEY in _PUBLIC_KEYS:
     raise ImproperlyConfigured("Production needs a real SECRET_KEY (32+ characters) in the environment.")
 
-# Keys of resume tokens (runs.tokens), newest first, comma-separated: their own list, so
+# Keys of resume tokens (approvals.domain.tokens), newest first, comma-separated: their own list, so
 # SECRET_KEY rotates without stranding open pauses. Rotate by prepending a new key and
 # dropping the old one once no pause sealed with it is open. Unset: a generated local key
 # on the embedded default; SECRET_KEY in production (add the old SECRET_KEY here before
@@ -77,7 +77,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "runs.middleware.ProtocolGuardMiddleware",  # first: client address, Host and body size for /v1/
+    "runs.protocol.middleware.ProtocolGuardMiddleware",  # first: client address, Host and body size for /v1/
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -135,7 +135,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out sign-in before any password check
-    "runs.identity.LoginBackend",
+    "runs.identity.callers.LoginBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 # Sign-in lockout (django-axes): 5 failures for one account from one address lock that pair
@@ -144,7 +144,7 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = int(os.environ.get("HARBOR_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("HARBOR_LOGIN_COOLOFF_MINUTES", "15")))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_USERNAME_CALLABLE = "runs.identity.login_username"
+AXES_USERNAME_CALLABLE = "runs.identity.callers.login_username"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row
@@ -167,9 +167,9 @@ LOGOUT_REDIRECT_URL = "login"
 
 # Production is served over HTTPS behind a proxy; HARBOR_HTTPS=0 only for local checks.
 HTTPS = os.environ.get("HARBOR_HTTPS", "0" if EMBEDDED else "1") == "1"
-# Sessions live in the database keyed by a digest of their key (runs.sessions): a copy of
+# Sessions live in the database keyed by a digest of their key (runs.identity.sessions): a copy of
 # the database holds no usable login.
-SESSION_ENGINE = "runs.sessions"
+SESSION_ENGINE = "runs.identity.sessions"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 if HTTPS:
@@ -199,8 +199,8 @@ CONTENT_SECURITY_POLICY = {
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    # /v1/ speaks bearer JWTs only (runs.auth); one handler maps every error to PROTOCOL §7.
-    "DEFAULT_AUTHENTICATION_CLASSES": ["runs.auth.BearerAuthentication"],
+    # /v1/ speaks bearer JWTs only (runs.protocol.auth); one handler maps every error to PROTOCOL §7.
+    "DEFAULT_AUTHENTICATION_CLASSES": ["runs.protocol.auth.BearerAuthentication"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "runs.protocol.errors.exception_handler",
@@ -230,7 +230,7 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# --- API identity (runs.auth) -------------------------------------------------------------
+# --- API identity (runs.protocol.auth) -------------------------------------------------------------
 # Trusted issuers, as JSON: [{"issuer": "https://idp.acme.example", "tenants": ["acme"],
 #   "keys": "/etc/harbor/acme.pem" | "-----BEGIN…", "jwks_url": "https://…/jwks.json",
 #   "audience": "harbor" (optional), "namespace": "acme-idp" (optional: "" = this server's
@@ -268,7 +268,7 @@ HARBOR_SSE_KEEPALIVE_SECONDS = float(os.environ.get("HARBOR_SSE_KEEPALIVE_SECOND
 HARBOR_WS_RECHECK_SECONDS = float(os.environ.get("HARBOR_WS_RECHECK_SECONDS", "10"))
 HARBOR_STREAM_POLL_SECONDS = float(os.environ.get("HARBOR_STREAM_POLL_SECONDS", "1"))
 
-# --- Abuse limits (runs.middleware, runs.protocol) ------------------------------------------------
+# --- Abuse limits (runs.protocol.middleware, runs.protocol) ------------------------------------------------
 # Proxies whose X-Forwarded-For is believed, as comma-separated addresses or CIDRs (for
 # example "10.0.0.0/8,127.0.0.1"). The client address is the first hop, read from the right,
 # that is not one of them; with none configured it is the socket's peer. Keep Daphne's

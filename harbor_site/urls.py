@@ -13,9 +13,9 @@ def health(request):
 urlpatterns = [
     path("healthz", health, name="health"),
     path("admin/", admin.site.urls),
-    path("v1/", include("runs.api_urls")),
-    path("", include("approvals.urls")),
-    path("", include("runs.urls")),
+    path("v1/", include("runs.protocol.urls")),
+    path("", include("approvals.web.urls")),
+    path("", include("runs.web.urls")),
 ]
 
 

@@ -2,9 +2,9 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
-from .audit_admin import ReadOnlyAdmin
-from .models import Event, Membership, Run, SteeringInstruction, Tenant, ToolCall
-from .permissions import membership_grant, membership_revoke
+from runs.audit_admin import ReadOnlyAdmin
+from runs.models import Event, Membership, Run, SteeringInstruction, Tenant, ToolCall
+from runs.identity.permissions import membership_grant, membership_revoke
 
 
 class MembershipInline(admin.TabularInline):

@@ -6,10 +6,10 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import tasks
-        from . import streams  # noqa: F401  (a logout closes that session's live streams)
-        from .runtime import agents  # noqa: F401  (registers the built-in agents and tools)
-        from .runtime import dispatch, wake
+        from runs import tasks
+        from runs.domain import streams  # noqa: F401  (a logout closes that session's live streams)
+        from runs.runtime import agents  # noqa: F401  (registers the built-in agents and tools)
+        from runs.runtime import dispatch, wake
 
         dispatch.register_wakers()
         wake.register("celery", tasks.wake_a_worker)

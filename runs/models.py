@@ -4,10 +4,10 @@ from django.db.models import Q
 from django.db.models.signals import pre_save
 from django.dispatch import receiver
 
-from .audit import AppendOnlyModel
-from .errors import AuthRejected
-from .ids import new_ulid
-from .names import NAMESPACE_SEPARATOR, name_normalise
+from runs.domain.audit import AppendOnlyModel
+from runs.domain.errors import AuthRejected
+from runs.domain.ids import new_ulid
+from runs.identity.names import NAMESPACE_SEPARATOR, name_normalise
 
 
 class Tenant(models.Model):

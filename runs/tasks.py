@@ -3,7 +3,7 @@ delivery finds nothing to claim, or a checkpoint that says the step is done."""
 
 from celery import shared_task
 
-from .runtime import dispatch as runtime
+from runs.runtime import dispatch as runtime
 
 
 @shared_task(name="runs.tasks.dispatch")

@@ -5,9 +5,9 @@ import os
 import pytest
 from django.contrib.auth import get_user_model
 
-from runs.identity import Caller, caller_resolve
+from runs.identity.callers import Caller, caller_resolve
 from runs.models import Role, Tenant
-from runs.permissions import membership_grant
+from runs.identity.permissions import membership_grant
 
 POSTGRES = os.environ.get("DATABASE_URL", "").startswith("postgres")
 REDIS = bool(os.environ.get("REDIS_URL"))

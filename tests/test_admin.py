@@ -6,8 +6,8 @@ from django.contrib.auth import get_user_model
 
 from approvals.models import Pause
 from runs.runtime.dispatch import drain
-from runs.services import run_start, steering_submit
-from runs.tokens import token_unseal
+from runs.domain.services import run_start, steering_submit
+from approvals.domain.tokens import token_unseal
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import time
 
 SHELL = """
 import json
-from runs.identity import caller_resolve
+from runs.identity.callers import caller_resolve
 from runs.models import Run
-from runs.services import run_start, steering_submit
+from runs.domain.services import run_start, steering_submit
 {body}
 """
 

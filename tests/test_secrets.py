@@ -10,8 +10,8 @@ import pytest
 from approvals.models import Pause, PauseState
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
-from runs.services import run_start, steering_submit
-from runs.tokens import token_digest, token_unseal
+from runs.domain.services import run_start, steering_submit
+from approvals.domain.tokens import token_digest, token_unseal
 
 CHECK = [sys.executable, "-c", "import django; django.setup(); from django.conf import settings; "
          "print(settings.SECRET_KEY); print(settings.HARBOR_TOKEN_KEYS[0]); print(settings.DEBUG)"]
@@ -90,7 +90,7 @@ def test_rotating_secret_key_and_token_keys_leaves_an_open_pause_resumable(peopl
 
 
 def test_a_retired_token_key_no_longer_opens_its_pauses(people, parked, settings):
-    from runs.errors import NotFound
+    from runs.domain.errors import NotFound
 
     run, pause, token = parked
     settings.HARBOR_TOKEN_KEYS = ["token-key-two-" + "2" * 32]

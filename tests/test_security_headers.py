@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from runs.runtime.dispatch import drain
-from runs.services import run_start
+from runs.domain.services import run_start
 
 
 class InlineFinder(HTMLParser):

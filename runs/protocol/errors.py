@@ -7,7 +7,7 @@ from django.http import Http404
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
-from runs.errors import (
+from runs.domain.errors import (
     HTTP_STATUS,
     HarborError,
     RateLimited,

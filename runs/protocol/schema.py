@@ -6,7 +6,7 @@ from runs.runtime.registry import all_agents
 
 
 class BearerScheme(OpenApiAuthenticationExtension):
-    target_class = "runs.auth.BearerAuthentication"
+    target_class = "runs.protocol.auth.BearerAuthentication"
     name = "HarborBearer"
 
     def get_security_definition(self, auto_schema):

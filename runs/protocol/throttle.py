@@ -8,7 +8,7 @@ from django.utils import timezone
 from rest_framework.throttling import BaseThrottle
 
 from approvals.models import DecisionRefusal
-from runs.identity import Caller
+from runs.identity.callers import Caller
 from runs.models import Instruction
 
 DECISION_METHODS = frozenset({Instruction.APPROVE, Instruction.REJECT, Instruction.RESUME})
@@ -19,7 +19,7 @@ class DecisionRefusalThrottle(BaseThrottle):
     Each identity (tenant, user) has its own budget; an address has only a coarse ceiling,
     to which one identity adds at most its own budget, so one person's refusals never lock
     out the others behind the same address. The address is the client's, resolved through
-    the trusted proxies (runs.middleware), not the proxy's."""
+    the trusted proxies (runs.protocol.middleware), not the proxy's."""
 
     def allow_request(self, request, view) -> bool:
         if getattr(view, "method", None) not in DECISION_METHODS or not isinstance(request.auth, Caller):

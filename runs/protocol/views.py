@@ -5,14 +5,14 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
-from approvals import selectors as pause_selectors
-from runs import selectors
-from runs import serializers as s
-from runs.errors import (
+from approvals.domain import selectors as pause_selectors
+from runs.domain import selectors
+from runs.protocol import serializers as s
+from runs.domain.errors import (
     UnknownMethod,
 )
 from runs.models import Instruction
-from runs.services import run_start, steering_submit
+from runs.domain.services import run_start, steering_submit
 
 from .pipeline import CONTROL_ERRORS, ERRORS, ProtocolView
 from .throttle import DecisionRefusalThrottle

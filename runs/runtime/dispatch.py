@@ -18,7 +18,7 @@ from django.db import close_old_connections
 from django.db.models import Count
 from django.utils import timezone
 
-from approvals.services import pause_sweep_overdue
+from approvals.domain.services import pause_sweep_overdue
 from runs.models import Run
 
 from . import handles, loop

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from runs import events
-from runs.errors import ErrToolContextLost, ErrUnserializable
+from runs.domain import events
+from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
-from runs.transitions import move, run_complete, run_fail
+from runs.domain.transitions import move, run_complete, run_fail
 
 from .lease import Lease, LeaseLost, lease_length
 from .ledger import open_attempt, settle_attempt

@@ -1,13 +1,13 @@
 """Parking a run on a pause (run lock held): the tool context is checkpointed, a pending
 call (and an approval it already holds) stays in the checkpoint, and the pause is minted by
-approvals.services.pause_park."""
+approvals.domain.services.pause_park."""
 
 from approvals.models import Cause, Reason
-from approvals.services import pause_park
-from runs import events
-from runs.errors import ErrToolContextLost, ErrUnserializable
+from approvals.domain.services import pause_park
+from runs.domain import events
+from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 from runs.models import FailureCode, Run
-from runs.transitions import run_fail
+from runs.domain.transitions import run_fail
 
 from .tools import Tool, ToolContext
 

@@ -3,10 +3,10 @@
 
 from django.utils import timezone
 
-from approvals.services import pause_cancel_open
-from runs import events
+from approvals.domain.services import pause_cancel_open
+from runs.domain import events
 from runs.models import LIVE_RUN_STATUSES, CancelPolicy, Instruction, Run, RunStatus, SteeringInstruction, SteeringState
-from runs.transitions import run_cancelled
+from runs.domain.transitions import run_cancelled
 
 from .wake import wake_on_commit
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from runs.errors import ErrToolContextLost, ErrUnserializable
+from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 
 from . import handles
 

@@ -4,12 +4,12 @@ rejections, and refusals that change nothing."""
 import pytest
 
 from approvals.models import Decision, DecisionRefusal, Pause, PauseState
-from approvals.services import pause_sweep_overdue
-from runs.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
+from approvals.domain.services import pause_sweep_overdue
+from runs.domain.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
 from runs.models import Event, RunStatus
 from runs.runtime.dispatch import drain
-from runs.services import run_start, steering_submit
-from runs.tokens import token_unseal
+from runs.domain.services import run_start, steering_submit
+from approvals.domain.tokens import token_unseal
 from tests.conftest import db_snapshot
 
 

@@ -7,10 +7,10 @@ import pytest
 from django.db import connection
 
 from approvals.models import Pause, PauseState
-from runs.errors import AlreadyResumed
+from runs.domain.errors import AlreadyResumed
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
-from runs.services import run_start, steering_submit
+from runs.domain.services import run_start, steering_submit
 from tests.conftest import requires_postgres
 
 pytestmark = [requires_postgres, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -8,7 +8,7 @@ from django.test import Client
 from approvals.models import Decision, Pause, PauseState
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
-from runs.services import run_start
+from runs.domain.services import run_start
 
 
 def parked_deploy(people, query="deploy build 7 to production", user="alice"):
@@ -121,7 +121,7 @@ def test_the_fragment_lists_only_cards(client, people):
 def test_other_causes_render_their_own_intervention(client, people, payload):
     """A2A shows the question and an answer form; OAuth a sign-in link (rendered from the
     pause itself; the parking is the runtime's business)."""
-    from approvals.services import pause_park
+    from approvals.domain.services import pause_park
     from django.db import transaction
     from runs.models import Run
 
@@ -141,7 +141,7 @@ def test_other_causes_render_their_own_intervention(client, people, payload):
 
 
 def test_a_javascript_authorize_url_is_never_a_link(client, people):
-    from approvals.views import pause_card
+    from approvals.web.views import pause_card
 
     card = pause_card(Pause(payload={"AuthorizeURL": "javascript:alert(1)", "SourceName": "x"}))
     assert card["authorize_url"] == ""

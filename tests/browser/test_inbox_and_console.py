@@ -40,7 +40,7 @@ def start_run(live_harbor, *, user: str, agent_id: str, query: str) -> str:
         if response.status_code == 200:
             return response.json()["task_id"]
     out = live_harbor.manage("shell", "-c", (
-        "import json\nfrom runs.identity import caller_resolve\nfrom runs.services import run_start\n"
+        "import json\nfrom runs.identity.callers import caller_resolve\nfrom runs.domain.services import run_start\n"
         f"c = caller_resolve(tenant='acme', user={user!r}, session='cli')\n"
         f"print(json.dumps(run_start(caller=c, query={query!r}, agent_id={agent_id!r})[0].pk))"))
     return json.loads(out.strip().splitlines()[-1])
@@ -58,7 +58,7 @@ def approve_elsewhere(live_harbor, *, user: str, run_id: str) -> None:
         assert response.status_code == 200, response.text
         return
     live_harbor.manage("shell", "-c", (
-        "from runs.identity import caller_resolve\nfrom runs.services import steering_submit\n"
+        "from runs.identity.callers import caller_resolve\nfrom runs.domain.services import steering_submit\n"
         f"steering_submit(caller=caller_resolve(tenant='acme', user={user!r}, session='cli'), run_id={run_id!r}, method='approve')"))
 
 

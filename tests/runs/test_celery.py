@@ -9,7 +9,7 @@ import pytest
 from django.test import override_settings
 
 from runs.models import Run, RunStatus
-from runs.services import run_start
+from runs.domain.services import run_start
 from runs.tasks import dispatch
 from tests.conftest import requires_postgres, requires_redis
 from tests.runs.test_runtime import _worker_env

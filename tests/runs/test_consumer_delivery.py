@@ -15,7 +15,7 @@ from django.db import transaction
 from django.test import Client
 
 from harbor_site.asgi import application
-from runs import events
+from runs.domain import events
 from runs.models import Event
 from tests.live import free_port
 

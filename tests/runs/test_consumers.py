@@ -9,8 +9,8 @@ from django.test import Client
 
 from harbor_site.asgi import application
 from runs.models import Event
-from runs.permissions import membership_revoke
-from runs.services import run_start
+from runs.identity.permissions import membership_revoke
+from runs.domain.services import run_start
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -206,7 +206,7 @@ def switched_session_cookie(username: str, tenant: str) -> tuple[bytes, bytes]:
     from django.contrib.auth import get_user_model
 
     from runs.models import Role, Tenant
-    from runs.permissions import membership_grant
+    from runs.identity.permissions import membership_grant
 
     user = get_user_model().objects.get(username=username)
     membership_grant(tenant=Tenant.objects.get(slug=tenant), user=user, role=Role.OPERATOR)

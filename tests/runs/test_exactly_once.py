@@ -12,8 +12,8 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import Cause, Decision, Pause
-from approvals.services import pause_sweep_overdue
-from runs.errors import AlreadyResumed, HarborError, NotFound
+from approvals.domain.services import pause_sweep_overdue
+from runs.domain.errors import AlreadyResumed, HarborError, NotFound
 from runs.models import Event, Run, RunStatus, ToolCall
 from runs.runtime import handles
 from runs.runtime.dispatch import drain
@@ -21,7 +21,7 @@ from runs.runtime.lease import Lease
 from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent, unregister_agent
 from runs.runtime.tools import Tool
-from runs.services import run_start, steering_submit
+from runs.domain.services import run_start, steering_submit
 from tests.approvals.test_races import in_threads
 from tests.conftest import requires_postgres
 

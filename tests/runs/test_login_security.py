@@ -6,9 +6,9 @@ from axes.models import AccessAttempt
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from runs import selectors
+from runs.domain import selectors
 from runs.models import Role, Run
-from runs.permissions import membership_grant
+from runs.identity.permissions import membership_grant
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def test_a_person_in_two_tenants_switches_between_them(people):
 
 
 def test_a_revoked_active_tenant_falls_back_to_a_remaining_membership(people):
-    from runs.permissions import membership_revoke
+    from runs.identity.permissions import membership_revoke
 
     alice = get_user_model().objects.get(username="alice")
     membership_grant(tenant=people.globex, user=alice, role=Role.MEMBER)

@@ -1,8 +1,8 @@
 import pytest
 
-from runs.errors import InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
+from runs.domain.errors import InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
 from runs.models import Event, Run, RunStatus
-from runs.services import run_start
+from runs.domain.services import run_start
 from tests.conftest import db_snapshot
 
 

@@ -11,14 +11,14 @@ from django.db import connection
 from django.utils import timezone
 
 from approvals.models import Cause, Decision, Pause
-from runs.errors import InvalidRequest, ScopeMismatch
+from runs.domain.errors import InvalidRequest, ScopeMismatch
 from runs.models import Event, Run, RunStatus
 from runs.runtime.dispatch import drain
 from runs.runtime.loop import advance
 from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent, unregister_agent
 from runs.runtime.tools import Tool
-from runs.services import run_start, steering_submit
+from runs.domain.services import run_start, steering_submit
 
 
 def start(people, query="count to 3", agent="countdown", who="alice", **kwargs) -> Run:

@@ -1,4 +1,4 @@
-"""A copy of the database alone holds no usable login session (runs.sessions)."""
+"""A copy of the database alone holds no usable login session (runs.identity.sessions)."""
 
 from django.conf import settings
 from django.contrib.sessions.models import Session
@@ -7,7 +7,7 @@ from django.test import Client
 from approvals.models import Pause
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
-from runs.services import run_start
+from runs.domain.services import run_start
 
 
 def _signed_in_client(name):

@@ -2,10 +2,10 @@
 
 import pytest
 
-from runs.errors import InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
+from runs.domain.errors import InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
 from runs.models import SteeringInstruction
 from runs.runtime.dispatch import drain
-from runs.services import run_start, steering_submit
+from runs.domain.services import run_start, steering_submit
 from tests.conftest import db_snapshot
 
 

@@ -9,7 +9,7 @@ from django.test import Client
 from approvals.models import Cause, PauseState
 from runs.models import Run, RunStatus, SteeringInstruction
 from runs.runtime.dispatch import drain
-from runs.services import run_start
+from runs.domain.services import run_start
 
 CONTROLS = ("pause", "resume", "approve", "reject", "redirect", "inject_context", "user_message", "prioritize", "cancel")
 

@@ -17,13 +17,13 @@ from django.core.management.base import BaseCommand
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from approvals.selectors import pauses_visible
-from runs.identity import caller_resolve
+from approvals.domain.selectors import pauses_visible
+from runs.identity.callers import caller_resolve
 from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool
-from runs.services import run_start, steering_submit
+from runs.domain.services import run_start, steering_submit
 
 
 class _Planner:

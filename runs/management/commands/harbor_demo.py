@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from runs.models import Role, Tenant
-from runs.permissions import membership_grant
+from runs.identity.permissions import membership_grant
 
 DEMO = [
     ("acme", "Acme Corp", "alice", Role.MEMBER, False),

@@ -11,11 +11,11 @@ from django.db import connection
 from django.test import Client
 
 from approvals.models import DecisionRefusal, Pause
-from runs.middleware import BodyLimit, client_address, trusted_networks
+from runs.protocol.middleware import BodyLimit, client_address, trusted_networks
 from runs.models import SteeringInstruction
-from runs.payload import MAX_REQUEST_BYTES
+from runs.domain.payload import MAX_REQUEST_BYTES
 from runs.runtime.dispatch import drain
-from runs.tokens import token_unseal
+from approvals.domain.tokens import token_unseal
 
 from .conftest import mint
 
@@ -126,7 +126,7 @@ def test_an_oversized_content_length_is_413_before_the_body_or_the_token_is_read
     def never(*args, **kwargs):
         raise AssertionError("authentication ran for an oversized body")
 
-    monkeypatch.setattr("runs.auth.BearerAuthentication.authenticate", never)
+    monkeypatch.setattr("runs.protocol.auth.BearerAuthentication.authenticate", never)
     # The body is tiny: reading the declared 50 MB would fail, so a 413 proves it was not read.
     response = api.client.post("/v1/control/start", data=b"{}", content_type="application/json",
                                CONTENT_LENGTH=str(50 * 1024 * 1024), HTTP_AUTHORIZATION="Bearer x.y.z")

@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runs import auth
+from runs.protocol import auth
 from runs.models import Membership, Run
 
 from .conftest import EC_KEY, RSA_KEY, TRUSTED_PEM, mint

@@ -12,8 +12,8 @@ import pytest
 from django.test import Client
 from hypothesis import strategies as st
 
-from runs.errors import HTTP_STATUS
-from runs.payload import MAX_REQUEST_BYTES
+from runs.domain.errors import HTTP_STATUS
+from runs.domain.payload import MAX_REQUEST_BYTES
 from runs.runtime.dispatch import drain
 
 from .conftest import mint

@@ -12,10 +12,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.contrib.auth import get_user_model
 
-from runs import auth
-from runs.names import name_normalise
+from runs.protocol import auth
+from runs.identity.names import name_normalise
 from runs.models import Membership, Role, Run, Tenant
-from runs.permissions import membership_grant
+from runs.identity.permissions import membership_grant
 
 from .conftest import EC_KEY, mint
 

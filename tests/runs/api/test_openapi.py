@@ -17,7 +17,7 @@ from .conftest import mint
 # wider in the PostgreSQL pass (HARBOR_FUZZ_SCALE overrides the multiplier).
 FUZZ_SCALE = int(os.environ.get("HARBOR_FUZZ_SCALE", "5" if os.environ.get("DATABASE_URL") else "1"))
 EXAMPLES = 20 * FUZZ_SCALE
-# What runs.payload says when a value passes a bound.
+# What runs.domain.payload says when a value passes a bound.
 BOUNDS = ("nests deeper", "the limit is", "non-string key", "out of range", "integer beyond", "not a JSON value")
 
 

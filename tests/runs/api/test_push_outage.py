@@ -10,7 +10,7 @@ from channels.layers import channel_layers
 from django.db import connection
 
 from approvals.models import Pause
-from runs import events
+from runs.domain import events
 from runs.runtime.dispatch import drain
 from tests.live import free_port
 

@@ -183,7 +183,7 @@ def test_a_revoked_member_is_sent_no_token_and_the_stream_ends(live_harbor):
         assert time.monotonic() < deadline and not ended.is_set(), "rita's stream never started"
         time.sleep(0.1)
     live_harbor.manage("shell", "-c", "from django.contrib.auth import get_user_model; "
-                       "from runs.models import Tenant; from runs.permissions import membership_revoke; "
+                       "from runs.models import Tenant; from runs.identity.permissions import membership_revoke; "
                        "membership_revoke(tenant=Tenant.objects.get(slug='acme'), "
                        "user=get_user_model().objects.get(username='rita'))")
     revoked = time.monotonic()
@@ -218,8 +218,8 @@ def test_keepalive_comments_while_idle(settings):
     """The stream's loop on its own: an idle stream emits `: keepalive` comments."""
     from channels.layers import InMemoryChannelLayer
 
-    from runs import sse
-    from runs.streams import Tail
+    from runs.protocol import sse
+    from runs.domain.streams import Tail
 
     settings.HARBOR_SSE_KEEPALIVE_SECONDS = 0.05
 
@@ -257,8 +257,8 @@ def test_the_live_tail_survives_a_redis_restart(settings):
         pytest.skip("needs redis-server")
     from channels_redis.core import RedisChannelLayer
 
-    from runs import sse
-    from runs.streams import Tail
+    from runs.protocol import sse
+    from runs.domain.streams import Tail
     from tests.runs.test_consumer_delivery import Redis
 
     settings.HARBOR_SSE_KEEPALIVE_SECONDS = 60  # only a nudge or an outage's polling reads
@@ -311,9 +311,9 @@ def test_a_tenant_wide_stream_is_read_only_by_a_current_admin(people):
     membership was revoked, reads nothing more (the stream then ends)."""
     from django.contrib.auth import get_user_model
 
-    from runs import sse
+    from runs.protocol import sse
     from runs.models import Role
-    from runs.permissions import membership_grant, membership_revoke
+    from runs.identity.permissions import membership_grant, membership_revoke
 
     User = get_user_model()
     ada = sse._open({"HTTP_AUTHORIZATION": f"Bearer {mint('ada')}"}, {"admin": "1"})

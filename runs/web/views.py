@@ -17,17 +17,17 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from approvals import selectors as pause_selectors
+from approvals.domain import selectors as pause_selectors
 from approvals.models import Cause
 
-from . import selectors
-from .errors import HarborError
-from .forms import StartRunForm, SteeringFormError, steering_payload
-from .identity import Caller, caller_resolve
-from .models import Instruction, Role, RunStatus, SteeringState
-from .scopes import MINIMUM_SCOPE, Scope, caller_scope
-from .services import run_start, steering_submit
-from .tokens import token_unseal
+from runs.domain import selectors
+from runs.domain.errors import HarborError
+from runs.web.forms import StartRunForm, SteeringFormError, steering_payload
+from runs.identity.callers import Caller, caller_resolve
+from runs.models import Instruction, Role, RunStatus, SteeringState
+from runs.identity.scopes import MINIMUM_SCOPE, Scope, caller_scope
+from runs.domain.services import run_start, steering_submit
+from approvals.domain.tokens import token_unseal
 
 # --- The signed-in person as a Caller -------------------------------------------------------
 

@@ -21,11 +21,13 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 
-from . import events, selectors, streams
-from .identity import Caller
-from .models import Membership
-from .streams import Tail
-from .views import web_session_for_key
+from runs.domain import events
+from runs.domain import selectors
+from runs.domain import streams
+from runs.identity.callers import Caller
+from runs.models import Membership
+from runs.domain.streams import Tail
+from runs.web.views import web_session_for_key
 
 log = logging.getLogger("harbor.ws")
 

@@ -12,7 +12,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
-from .models import Event, Run, Tenant
+from runs.models import Event, Run, Tenant
 
 log = logging.getLogger("harbor.events")
 
@@ -121,7 +121,7 @@ def envelope(event: Event, *, tenant_slug: str | None = None, with_tokens: bool 
 def _pause_token(pause_id: str) -> str | None:
     from approvals.models import Pause
 
-    from .tokens import token_unseal
+    from approvals.domain.tokens import token_unseal
 
     sealed = Pause.objects.filter(pk=pause_id).values_list("token_sealed", flat=True).first()
     return token_unseal(sealed) if sealed else None

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import views
+from runs.web import views
 
 urlpatterns = [
     path("", views.home, name="home"),

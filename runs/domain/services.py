@@ -5,10 +5,11 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
-from approvals.services import pause_decide
+from approvals.domain.services import pause_decide
 
-from . import events, refusals
-from .errors import (
+from runs.domain import events
+from approvals.domain import refusals
+from runs.domain.errors import (
     HarborError,
     IdentityScopeRequired,
     InvalidRequest,
@@ -17,8 +18,8 @@ from .errors import (
     ScopeMismatch,
     UnknownMethod,
 )
-from .identity import Caller
-from .models import (
+from runs.identity.callers import Caller
+from runs.models import (
     CancelPolicy,
     Instruction,
     Run,
@@ -26,13 +27,13 @@ from .models import (
     SteeringInstruction,
     SteeringState,
 )
-from .payload import check_bounds
-from .permissions import grant_run_permissions
-from .runtime.steering import lock_cascade, narrate_control, run_cancel_now, settle_instruction
-from .runtime.wake import wake_on_commit
-from .runtime.registry import agent_exists
-from .tokens import token_digest
-from .scopes import MINIMUM_SCOPE, SCOPE_NAMES, can_view_run, caller_scope
+from runs.domain.payload import check_bounds
+from runs.identity.permissions import grant_run_permissions
+from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now, settle_instruction
+from runs.runtime.wake import wake_on_commit
+from runs.runtime.registry import agent_exists
+from approvals.domain.tokens import token_digest
+from runs.identity.scopes import MINIMUM_SCOPE, SCOPE_NAMES, can_view_run, caller_scope
 
 log = logging.getLogger("harbor.runs")
 

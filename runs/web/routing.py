@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .consumers import EventsConsumer
+from runs.web.consumers import EventsConsumer
 
 websocket_urlpatterns = [
     path("ws/events/", EventsConsumer.as_asgi()),

@@ -2,11 +2,11 @@
 
 from django import forms
 
-from .errors import PayloadInvalid
-from .models import Instruction
-from .payload import json_loads
-from .runtime.registry import all_agents
-from .services import PRIORITY_RANGE
+from runs.domain.errors import PayloadInvalid
+from runs.models import Instruction
+from runs.domain.payload import json_loads
+from runs.runtime.registry import all_agents
+from runs.domain.services import PRIORITY_RANGE
 
 
 class StartRunForm(forms.Form):

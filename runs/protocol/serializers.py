@@ -10,9 +10,9 @@ from rest_framework import serializers
 
 from approvals.models import Cause, PauseState, Reason
 
-from .models import CancelPolicy, RunStatus
-from .scopes import SCOPE_NAMES
-from .pagination import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
+from runs.models import CancelPolicy, RunStatus
+from runs.identity.scopes import SCOPE_NAMES
+from runs.domain.pagination import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
 
 PROTOCOL_VERSION = "0.1.0"
 PAGE_MAX = 1_000_000

@@ -20,7 +20,7 @@ from django.core.exceptions import DisallowedHost, ImproperlyConfigured
 from django.http import JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
-from .payload import MAX_REQUEST_BYTES
+from runs.domain.payload import MAX_REQUEST_BYTES
 
 PROTOCOL_PREFIX = "/v1/"
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -14,10 +14,11 @@ from django.conf import settings
 from django.contrib.auth.signals import user_logged_out
 from django.dispatch import receiver
 
-from approvals.selectors import token_visibility
+from approvals.domain.selectors import token_visibility
 
-from . import events, selectors
-from .identity import Caller
+from runs.domain import events
+from runs.domain import selectors
+from runs.identity.callers import Caller
 
 log = logging.getLogger("harbor.streams")
 
@@ -103,7 +104,7 @@ class Tail:
 @receiver(user_logged_out, dispatch_uid="harbor-close-streams-on-logout")
 def _close_on_logout(sender, request, user, **kwargs) -> None:
     """A logout closes the websockets of that login session (named as the pages name it)."""
-    from .views import web_session_for_key
+    from runs.web.views import web_session_for_key
 
     session_key = getattr(getattr(request, "session", None), "session_key", None)
     if user is not None and session_key:

@@ -8,10 +8,10 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from . import events
-from .errors import HarborError
-from .models import RUN_TRANSITIONS, TERMINAL_RUN_STATUSES, FailureCode, Run, RunStatus
-from .runtime import handles
+from runs.domain import events
+from runs.domain.errors import HarborError
+from runs.models import RUN_TRANSITIONS, TERMINAL_RUN_STATUSES, FailureCode, Run, RunStatus
+from runs.runtime import handles
 
 log = logging.getLogger("harbor.runs")
 

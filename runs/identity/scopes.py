@@ -2,8 +2,8 @@
 
 from enum import IntEnum
 
-from .identity import Caller
-from .models import Instruction, Run
+from runs.identity.callers import Caller
+from runs.models import Instruction, Run
 
 
 class Scope(IntEnum):

@@ -8,16 +8,17 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from runs import events, refusals
-from runs.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
-from runs.identity import Caller
+from runs.domain import events
+from approvals.domain import refusals
+from runs.domain.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
+from runs.identity.callers import Caller
 from runs.models import Run, RunStatus
-from runs.permissions import grant_pause_permissions
+from runs.identity.permissions import grant_pause_permissions
 from runs.runtime.wake import wake_on_commit
-from runs.tokens import token_digest, token_mint, token_seal
-from runs.transitions import move, run_cancelled, run_reject
+from approvals.domain.tokens import token_digest, token_mint, token_seal
+from runs.domain.transitions import move, run_cancelled, run_reject
 
-from .models import Cause, Decision, Pause, PauseState
+from approvals.models import Cause, Decision, Pause, PauseState
 
 log = logging.getLogger("harbor.approvals")
 
@@ -262,7 +263,7 @@ def _may_view(caller: Caller, pause: Pause) -> bool:
 
 def _refuse(caller: Caller, method: str, pause: Pause | None, code: str) -> None:
     """Audit a refused decision. The surrounding transaction is about to roll back, so the
-    record is queued and written once it has (see runs.refusals)."""
+    record is queued and written once it has (see approvals.domain.refusals)."""
     record = dict(
         actor_tenant=caller.tenant.slug,
         actor_user=caller.user.username,

@@ -4,7 +4,7 @@ import math
 
 from django.db.models import QuerySet
 
-from .errors import InvalidRequest
+from runs.domain.errors import InvalidRequest
 
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 200

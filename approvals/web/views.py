@@ -12,14 +12,14 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from runs.errors import HarborError
-from runs.forms import SteeringFormError
-from runs.services import steering_submit
-from runs.views import error_text, member_required, safe_next
+from runs.domain.errors import HarborError
+from runs.web.forms import SteeringFormError
+from runs.domain.services import steering_submit
+from runs.web.views import error_text, member_required, safe_next
 
-from . import selectors
-from .forms import DECISION_METHODS, decision_payload
-from .models import Pause
+from approvals.domain import selectors
+from approvals.web.forms import DECISION_METHODS, decision_payload
+from approvals.models import Pause
 
 DONE = {
     "approve": "Approved {tool}: the call runs now.",

@@ -36,8 +36,8 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 
 from harbor_site.owner_files import write_once
 
-from .errors import AuthRejected, IdentityRequired
-from .identity import Caller, caller_resolve
+from runs.domain.errors import AuthRejected, IdentityRequired
+from runs.identity.callers import Caller, caller_resolve
 
 log = logging.getLogger("harbor.auth")
 

@@ -6,8 +6,8 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from . import events
-from .models import Membership, Role, Run, Tenant
+from runs.domain import events
+from runs.models import Membership, Role, Run, Tenant
 
 
 def _group_name(tenant_id: int, role: str) -> str:

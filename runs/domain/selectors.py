@@ -6,12 +6,12 @@ stream) read through the same filters, so no client sees more than the protocol 
 from django.db.models import Count, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
-from approvals.selectors import pause_snapshots, pauses_visible
+from approvals.domain.selectors import pause_snapshots, pauses_visible
 
-from .errors import NotFound
-from .identity import Caller
-from .models import Event, Membership, Run, RunStatus, SteeringInstruction, Tenant
-from .pagination import PAGE_SIZE_DEFAULT, paginate
+from runs.domain.errors import NotFound
+from runs.identity.callers import Caller
+from runs.models import Event, Membership, Run, RunStatus, SteeringInstruction, Tenant
+from runs.domain.pagination import PAGE_SIZE_DEFAULT, paginate
 
 REDACTED = "<redacted>"
 
@@ -20,7 +20,7 @@ def _iso(value) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
-# --- Visibility (runs.scopes.can_view_run, as queries) --------------------------------------
+# --- Visibility (runs.identity.scopes.can_view_run, as queries) --------------------------------------
 
 
 # Where the pages keep the tenant a person chose to work in (its pk).

@@ -16,10 +16,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.db import IntegrityError, transaction
 
-from .errors import AuthRejected, IdentityRequired
-from .models import Membership, Role, Tenant
-from .names import NAMESPACE_SEPARATOR, name_normalise
-from .permissions import membership_grant
+from runs.domain.errors import AuthRejected, IdentityRequired
+from runs.models import Membership, Role, Tenant
+from runs.identity.names import NAMESPACE_SEPARATOR, name_normalise
+from runs.identity.permissions import membership_grant
 
 User = get_user_model()
 

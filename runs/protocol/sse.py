@@ -23,11 +23,12 @@ from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from . import events, selectors
-from .auth import bearer_token, caller_from_headers
-from .errors import HTTP_STATUS, AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
-from .identity import Caller, caller_resolve
-from .streams import BATCH, Tail, read_after
+from runs.domain import events
+from runs.domain import selectors
+from runs.protocol.auth import bearer_token, caller_from_headers
+from runs.domain.errors import HTTP_STATUS, AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
+from runs.identity.callers import Caller, caller_resolve
+from runs.domain.streams import BATCH, Tail, read_after
 
 log = logging.getLogger("harbor.sse")
 

@@ -6,11 +6,11 @@ from django.db.models import Q, QuerySet
 from guardian.core import ObjectPermissionChecker
 from guardian.shortcuts import get_objects_for_user
 
-from runs.identity import Caller
-from runs.pagination import paginate
-from runs.tokens import token_unseal
+from runs.identity.callers import Caller
+from runs.domain.pagination import paginate
+from approvals.domain.tokens import token_unseal
 
-from .models import Pause, PauseState
+from approvals.models import Pause, PauseState
 
 # --- Pages (the approvals inbox) -------------------------------------------------------------
 

@@ -4,9 +4,9 @@ from django.urls import path, re_path
 from csp.decorators import csp_update
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
-from . import sse
-from .protocol import schema  # noqa: F401  (registers the bearer scheme with drf-spectacular)
-from .protocol import views as api
+from runs.protocol import sse
+from runs.protocol import schema  # noqa: F401  (registers the bearer scheme with drf-spectacular)
+from runs.protocol import views as api
 
 # The docs pages' renderers inject styles and (Redoc) start a worker from a blob; their
 # scripts still come only from our static files (the split Swagger view serves its init

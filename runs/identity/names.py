@@ -2,7 +2,7 @@
 
 import unicodedata
 
-from .errors import AuthRejected
+from runs.domain.errors import AuthRejected
 
 # Cyrillic and Greek letters that render like Latin ones. A name made only of these (and
 # digits/punctuation) is a whole-script look-alike of a Latin name ("аdmin" in Cyrillic).

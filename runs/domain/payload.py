@@ -4,7 +4,7 @@ import json
 import math
 from typing import Any
 
-from .errors import PayloadInvalid
+from runs.domain.errors import PayloadInvalid
 
 MAX_DEPTH = 6
 MAX_KEYS = 64

@@ -1,9 +1,9 @@
 """The payload of an inbox decision, built from its posted form."""
 
-from runs.forms import edited_args, steering_payload
-from runs.tokens import token_unseal
+from runs.web.forms import edited_args, steering_payload
+from approvals.domain.tokens import token_unseal
 
-from .models import Pause
+from approvals.models import Pause
 
 DECISION_METHODS = ("approve", "reject", "resume")
 
