@@ -1,8 +1,7 @@
 from django.contrib import admin
 
-from runs.audit_admin import ReadOnlyAdmin
-
 from approvals.models import DecisionRefusal, Pause
+from runs.audit_admin import ReadOnlyAdmin
 
 
 @admin.register(Pause)
@@ -11,8 +10,20 @@ class PauseAdmin(ReadOnlyAdmin):
     never shown (the database holds no usable copy of it anyway)."""
 
     hidden_fields = ("token_digest", "token_sealed")
-    list_display = ["id", "tenant", "run", "cause", "reason", "tool", "state", "decision", "decided_by",
-                    "on_behalf_of", "created_at", "decided_at"]
+    list_display = [
+        "id",
+        "tenant",
+        "run",
+        "cause",
+        "reason",
+        "tool",
+        "state",
+        "decision",
+        "decided_by",
+        "on_behalf_of",
+        "created_at",
+        "decided_at",
+    ]
     list_filter = ["tenant", "cause", "state", "decision", "decided_by"]
     search_fields = ["id", "run__id", "tool", "identity_user", "decided_by__username"]
 

@@ -16,8 +16,8 @@ from django.http.request import split_domain_port, validate_host  # noqa: E402
 
 from runs.domain import events  # noqa: E402
 from runs.protocol.middleware import BodyLimit, limit_daphne_bodies  # noqa: E402
-from runs.web.routing import websocket_urlpatterns  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
+from runs.web.routing import websocket_urlpatterns  # noqa: E402
 
 limit_daphne_bodies()  # Daphne buffers whole bodies before the app runs: refuse large ones as they arrive
 

@@ -127,9 +127,7 @@ if EMBEDDED:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 else:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
-    CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
-    }
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -208,8 +206,8 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "Harbor Protocol",
     "DESCRIPTION": "Harbor Protocol 0.1.0 over HTTP: task control, the nine steering methods, pauses and "
-                   "resume tokens, tasks, and the event stream (GET /v1/events, Server-Sent Events). "
-                   "Errors are {code, message}. Strings may not contain NUL (U+0000). A walkthrough: docs/protocol-walkthrough.md.",
+    "resume tokens, tasks, and the event stream (GET /v1/events, Server-Sent Events). "
+    "Errors are {code, message}. Strings may not contain NUL (U+0000). A walkthrough: docs/protocol-walkthrough.md.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_AUTHENTICATION": [],

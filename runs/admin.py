@@ -3,8 +3,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from runs.audit_admin import ReadOnlyAdmin
-from runs.models import Event, Membership, Run, SteeringInstruction, Tenant, ToolCall
 from runs.identity.permissions import membership_grant, membership_revoke
+from runs.models import Event, Membership, Run, SteeringInstruction, Tenant, ToolCall
 
 
 class MembershipInline(admin.TabularInline):

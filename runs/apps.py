@@ -8,8 +8,11 @@ class RunsConfig(AppConfig):
     def ready(self) -> None:
         from runs import tasks
         from runs.domain import streams  # noqa: F401  (a logout closes that session's live streams)
-        from runs.runtime import agents  # noqa: F401  (registers the built-in agents and tools)
-        from runs.runtime import dispatch, wake
+        from runs.runtime import (
+            agents,  # noqa: F401  (registers the built-in agents and tools)
+            dispatch,
+            wake,
+        )
 
         dispatch.register_wakers()
         wake.register("celery", tasks.wake_a_worker)

@@ -6,18 +6,23 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from runs.identity.callers import Caller, caller_resolve
-from runs.models import Role, Tenant
 from runs.identity.permissions import membership_grant
+from runs.models import Role, Tenant
 
 POSTGRES = os.environ.get("DATABASE_URL", "").startswith("postgres")
 REDIS = bool(os.environ.get("REDIS_URL"))
 requires_postgres = pytest.mark.skipif(not POSTGRES, reason="needs PostgreSQL: set DATABASE_URL (the CI's second pass)")
-requires_redis = pytest.mark.skipif(not REDIS, reason="needs Redis and a Celery worker: set REDIS_URL (the CI's second pass)")
+requires_redis = pytest.mark.skipif(
+    not REDIS, reason="needs Redis and a Celery worker: set REDIS_URL (the CI's second pass)"
+)
 
 
 def pytest_addoption(parser):
-    parser.addoption("--harbor-require-services", action="store_true",
-                     help="fail instead of skipping when PostgreSQL/Redis are not configured")
+    parser.addoption(
+        "--harbor-require-services",
+        action="store_true",
+        help="fail instead of skipping when PostgreSQL/Redis are not configured",
+    )
 
 
 def pytest_configure(config):
@@ -70,17 +75,14 @@ def people_tx(transactional_db) -> People:
     return People()
 
 
-from tests.live import live_harbor  # noqa: E402,F401  (the shared live-server fixture)
-
-
 # --- Runtime helpers --------------------------------------------------------------------------
-
 import threading  # noqa: E402
 from datetime import timedelta  # noqa: E402
 
 from runs.runtime.planner import CallTool, Finish  # noqa: E402
 from runs.runtime.registry import Agent, register_agent, unregister_agent  # noqa: E402
 from runs.runtime.tools import Tool  # noqa: E402
+from tests.live import live_harbor  # noqa: E402,F401  (the shared live-server fixture)
 
 
 class GatedProbe:
@@ -103,8 +105,14 @@ class GatedProbe:
                     return CallTool("launch", {"target": "moon"})
                 return Finish(f"launched {view.history[-1]['result']['launched']}")
 
-        register_agent(Agent(id="probe", description="test", planner=Planner, tools={
-            "launch": Tool("launch", launch, approval="always", editable_args=True, deadline=deadline)}))
+        register_agent(
+            Agent(
+                id="probe",
+                description="test",
+                planner=Planner,
+                tools={"launch": Tool("launch", launch, approval="always", editable_args=True, deadline=deadline)},
+            )
+        )
 
 
 @pytest.fixture

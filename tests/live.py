@@ -50,8 +50,9 @@ class LiveHarbor:
 
 def run_manage(env: dict, *args: str, timeout: float = 120) -> str:
     """`manage.py <args>` against a live server's environment; its output, or an error."""
-    result = subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=timeout)
+    result = subprocess.run(
+        [PYTHON, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
     if result.returncode:
         raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result.stdout
@@ -59,8 +60,13 @@ def run_manage(env: dict, *args: str, timeout: float = 120) -> str:
 
 def _environment(var_dir: Path) -> tuple[dict, str | None]:
     env = {k: v for k, v in os.environ.items() if k not in ("HARBOR_TEST_DB", "DJANGO_SETTINGS_MODULE")}
-    env.update(HARBOR_VAR_DIR=str(var_dir), HARBOR_SWEEP_SECONDS="0.3", HARBOR_TICK_SECONDS="0.2",
-               HARBOR_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
+    env.update(
+        HARBOR_VAR_DIR=str(var_dir),
+        HARBOR_SWEEP_SECONDS="0.3",
+        HARBOR_TICK_SECONDS="0.2",
+        HARBOR_LOG_LEVEL="WARNING",
+        PYTHONUNBUFFERED="1",
+    )
     database = None
     if os.environ.get("DATABASE_URL"):
         base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
@@ -114,14 +120,39 @@ def live_harbor():
         harbor.manage("harbor_demo")
         if database:
             harbor.manage("collectstatic", "--noinput", "-v0")
-        harbor.processes.append(subprocess.Popen(
-            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "harbor_site.asgi:application"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+        harbor.processes.append(
+            subprocess.Popen(
+                [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "harbor_site.asgi:application"],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
         if database:
-            harbor.processes.append(subprocess.Popen(
-                [PYTHON, "-m", "celery", "-A", "harbor_site", "worker", "-B", "--concurrency", "2",
-                 "--loglevel", "WARNING", "-s", str(var_dir / "beat-schedule")],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+            harbor.processes.append(
+                subprocess.Popen(
+                    [
+                        PYTHON,
+                        "-m",
+                        "celery",
+                        "-A",
+                        "harbor_site",
+                        "worker",
+                        "-B",
+                        "--concurrency",
+                        "2",
+                        "--loglevel",
+                        "WARNING",
+                        "-s",
+                        str(var_dir / "beat-schedule"),
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
         _wait_healthy(harbor.url, harbor.processes)
         yield harbor
     finally:

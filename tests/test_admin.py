@@ -1,13 +1,12 @@
 """The admin audit: read-only history, filters, links from a run, and no tokens."""
 
-
 import pytest
 from django.contrib.auth import get_user_model
 
-from approvals.models import Pause
-from runs.runtime.dispatch import drain
-from runs.domain.services import run_start, steering_submit
 from approvals.domain.tokens import token_unseal
+from approvals.models import Pause
+from runs.domain.services import run_start, steering_submit
+from runs.runtime.dispatch import drain
 
 
 @pytest.fixture
@@ -23,8 +22,17 @@ def audited(people, client):
     return run, pause, token
 
 
-@pytest.mark.parametrize("model", ["approvals/pause", "runs/event", "runs/steeringinstruction", "runs/run",
-                                   "approvals/decisionrefusal", "runs/toolcall"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "approvals/pause",
+        "runs/event",
+        "runs/steeringinstruction",
+        "runs/run",
+        "approvals/decisionrefusal",
+        "runs/toolcall",
+    ],
+)
 def test_audit_changelists_render_and_refuse_writes(audited, client, model):
     assert client.get(f"/admin/{model}/").status_code == 200
     assert client.get(f"/admin/{model}/add/").status_code == 403
@@ -41,8 +49,13 @@ def test_a_pause_page_shows_the_decision_but_never_the_token(audited, client):
 
 def test_filters_and_the_run_links_to_its_pauses_and_events(audited, client):
     run, pause, _ = audited
-    for query in ("cause__exact=hitl_approval", "state__exact=resumed", "decision__exact=approve",
-                  f"tenant__id__exact={run.tenant_id}", f"decided_by__id__exact={pause.decided_by_id}"):
+    for query in (
+        "cause__exact=hitl_approval",
+        "state__exact=resumed",
+        "decision__exact=approve",
+        f"tenant__id__exact={run.tenant_id}",
+        f"decided_by__id__exact={pause.decided_by_id}",
+    ):
         listing = client.get(f"/admin/approvals/pause/?{query}")
         assert listing.status_code == 200 and pause.pk in listing.content.decode(), query
     run_page = client.get(f"/admin/runs/run/{run.pk}/change/").content.decode()
@@ -54,9 +67,16 @@ def test_the_tool_call_ledger_is_in_the_admin_and_on_the_run_page(audited, clien
     run, _, _ = audited
     drain()  # the approved deploy runs: two steps, one completed execution each
     listing = client.get(f"/admin/runs/toolcall/?run__id__exact={run.pk}").content.decode()
-    assert listing.count("<td class=\"field-outcome\">Completed</td>") == 2 and "check_build" in listing and "deploy_to_production" in listing
+    assert (
+        listing.count('<td class="field-outcome">Completed</td>') == 2
+        and "check_build" in listing
+        and "deploy_to_production" in listing
+    )
     assert client.get("/admin/runs/toolcall/add/").status_code == 403
-    assert f"/admin/runs/toolcall/?run__id__exact={run.pk}" in client.get(f"/admin/runs/run/{run.pk}/change/").content.decode()
+    assert (
+        f"/admin/runs/toolcall/?run__id__exact={run.pk}"
+        in client.get(f"/admin/runs/run/{run.pk}/change/").content.decode()
+    )
     client.force_login(get_user_model().objects.get(username="alice"))
     page = client.get(f"/console/runs/{run.pk}/").content.decode()
     assert 'data-tool-call="0:1" data-outcome="completed"' in page

@@ -20,8 +20,10 @@ def in_server(live_harbor, body: str):
 def wait_status(live_harbor, run_id: str, wanted: str, timeout: float = 60) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        row = in_server(live_harbor, f"r = Run.objects.get(pk={run_id!r}); "
-                                     "print(json.dumps({'status': r.status, 'answer': r.answer}))")
+        row = in_server(
+            live_harbor,
+            f"r = Run.objects.get(pk={run_id!r}); print(json.dumps({{'status': r.status, 'answer': r.answer}}))",
+        )
         if row["status"] == wanted:
             return row
         time.sleep(0.3)
@@ -29,12 +31,18 @@ def wait_status(live_harbor, run_id: str, wanted: str, timeout: float = 60) -> d
 
 
 def test_a_deploy_run_parks_is_approved_by_a_delegate_and_completes(live_harbor):
-    run_id = in_server(live_harbor, "a = caller_resolve(tenant='acme', user='alice', session='s1'); "
-                                    "print(json.dumps(run_start(caller=a, query='deploy build 3.1 to staging', "
-                                    "agent_id='deploy')[0].pk))")
+    run_id = in_server(
+        live_harbor,
+        "a = caller_resolve(tenant='acme', user='alice', session='s1'); "
+        "print(json.dumps(run_start(caller=a, query='deploy build 3.1 to staging', "
+        "agent_id='deploy')[0].pk))",
+    )
     wait_status(live_harbor, run_id, "paused")
-    in_server(live_harbor, "b = caller_resolve(tenant='acme', user='bob', session='web'); "
-                           f"steering_submit(caller=b, run_id={run_id!r}, method='approve', "
-                           "payload={'args': {'environment': 'production'}}); print('1')")
+    in_server(
+        live_harbor,
+        "b = caller_resolve(tenant='acme', user='bob', session='web'); "
+        f"steering_submit(caller=b, run_id={run_id!r}, method='approve', "
+        "payload={'args': {'environment': 'production'}}); print('1')",
+    )
     done = wait_status(live_harbor, run_id, "complete")
     assert done["answer"] == "Deployed build 3.1 to production."

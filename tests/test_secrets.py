@@ -7,22 +7,33 @@ import sys
 
 import pytest
 
+from approvals.domain.tokens import token_digest, token_unseal
 from approvals.models import Pause, PauseState
+from runs.domain.services import run_start, steering_submit
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
-from runs.domain.services import run_start, steering_submit
-from approvals.domain.tokens import token_digest, token_unseal
 
-CHECK = [sys.executable, "-c", "import django; django.setup(); from django.conf import settings; "
-         "print(settings.SECRET_KEY); print(settings.HARBOR_TOKEN_KEYS[0]); print(settings.DEBUG)"]
+CHECK = [
+    sys.executable,
+    "-c",
+    "import django; django.setup(); from django.conf import settings; "
+    "print(settings.SECRET_KEY); print(settings.HARBOR_TOKEN_KEYS[0]); print(settings.DEBUG)",
+]
 
 
 def settings_in(env: dict, var_dir) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "HARBOR_TOKEN_KEYS", "HARBOR_DEBUG")}
-    return subprocess.run(CHECK, env={**base, "DJANGO_SETTINGS_MODULE": "harbor_site.settings",
-                                      "HARBOR_VAR_DIR": str(var_dir), **env},
-                          capture_output=True, text=True, timeout=60)
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "HARBOR_TOKEN_KEYS", "HARBOR_DEBUG")
+    }
+    return subprocess.run(
+        CHECK,
+        env={**base, "DJANGO_SETTINGS_MODULE": "harbor_site.settings", "HARBOR_VAR_DIR": str(var_dir), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_the_embedded_default_generates_its_secrets_once_readable_by_the_owner_only(tmp_path):

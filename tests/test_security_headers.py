@@ -7,8 +7,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from runs.runtime.dispatch import drain
 from runs.domain.services import run_start
+from runs.runtime.dispatch import drain
 
 
 class InlineFinder(HTMLParser):
@@ -82,8 +82,10 @@ def test_https_settings_turn_on_hsts(tmp_path):
     import subprocess
     import sys
 
-    code = ("import django; django.setup(); from django.conf import settings as s; "
-            "print(s.SECURE_HSTS_SECONDS, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE)")
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.SECURE_HSTS_SECONDS, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE)"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(DJANGO_SETTINGS_MODULE="harbor_site.settings", HARBOR_HTTPS="1", HARBOR_VAR_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)

@@ -6,15 +6,24 @@ import sys
 
 import pytest
 
-CHECK = [sys.executable, "-c", "import django; django.setup(); from django.conf import settings; "
-         "print(settings.DATABASES['default']['ENGINE'], settings.CHANNEL_LAYERS['default']['BACKEND'], "
-         "settings.HARBOR_EXECUTOR)"]
+CHECK = [
+    sys.executable,
+    "-c",
+    "import django; django.setup(); from django.conf import settings; "
+    "print(settings.DATABASES['default']['ENGINE'], settings.CHANNEL_LAYERS['default']['BACKEND'], "
+    "settings.HARBOR_EXECUTOR)",
+]
 
 
 def settings_in(env: dict) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
-    return subprocess.run(CHECK, env={**base, "DJANGO_SETTINGS_MODULE": "harbor_site.settings", **env},
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        CHECK,
+        env={**base, "DJANGO_SETTINGS_MODULE": "harbor_site.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_no_service_urls_is_the_embedded_default():

@@ -6,11 +6,10 @@ from django.db.models import Q, QuerySet
 from guardian.core import ObjectPermissionChecker
 from guardian.shortcuts import get_objects_for_user
 
-from runs.identity.callers import Caller
-from runs.domain.pagination import paginate
 from approvals.domain.tokens import token_unseal
-
 from approvals.models import Pause, PauseState
+from runs.domain.pagination import paginate
+from runs.identity.callers import Caller
 
 # --- Pages (the approvals inbox) -------------------------------------------------------------
 
@@ -23,11 +22,7 @@ def pauses_decidable(*, caller: Caller) -> QuerySet[Pause]:
         caller.user, "approvals.decide_pause", klass=open_pauses, accept_global_perms=False
     ).values("pk")
     own = Q(identity_user=caller.user.username, identity_session=caller.session)
-    return (
-        open_pauses.filter(Q(pk__in=delegated) | own)
-        .select_related("run", "run__owner")
-        .order_by("-created_at")
-    )
+    return open_pauses.filter(Q(pk__in=delegated) | own).select_related("run", "run__owner").order_by("-created_at")
 
 
 def pause_decidable(*, caller: Caller, pause_id: str) -> Pause | None:
@@ -89,11 +84,14 @@ def token_visibility(*, caller: Caller, pause_ids) -> Callable[[str | None], boo
     ids = {pk for pk in pause_ids if pk}
     if not ids:
         return lambda pause_id: False
-    pauses = list(Pause.objects.filter(pk__in=ids, tenant=caller.tenant).only("pk", "identity_user", "identity_session"))
+    pauses = list(
+        Pause.objects.filter(pk__in=ids, tenant=caller.tenant).only("pk", "identity_user", "identity_session")
+    )
     checker = ObjectPermissionChecker(caller.user)
     checker.prefetch_perms(pauses)
     allowed = {
-        p.pk for p in pauses
+        p.pk
+        for p in pauses
         if (p.identity_user == caller.user.username and p.identity_session == caller.session)
         or checker.has_perm("decide_pause", p)
     }

@@ -8,17 +8,16 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from runs.domain import events
 from approvals.domain import refusals
-from runs.domain.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
-from runs.identity.callers import Caller
-from runs.models import Run, RunStatus
-from runs.identity.permissions import grant_pause_permissions
-from runs.runtime.wake import wake_on_commit
 from approvals.domain.tokens import token_digest, token_mint, token_seal
-from runs.domain.transitions import move, run_cancelled, run_reject
-
 from approvals.models import Cause, Decision, Pause, PauseState
+from runs.domain import events
+from runs.domain.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
+from runs.domain.transitions import move, run_cancelled, run_reject
+from runs.identity.callers import Caller
+from runs.identity.permissions import grant_pause_permissions
+from runs.models import Run, RunStatus
+from runs.runtime.wake import wake_on_commit
 
 log = logging.getLogger("harbor.approvals")
 
@@ -144,7 +143,9 @@ def pause_decide(
         )
     if decision == Decision.REJECT:
         # Terminal: the gated call never runs and no reconsideration exists.
-        run_reject(run, f"approval of {pause.tool} rejected by {caller.user.username}" + (f": {reason}" if reason else ""))
+        run_reject(
+            run, f"approval of {pause.tool} rejected by {caller.user.username}" + (f": {reason}" if reason else "")
+        )
         return pause
 
     checkpoint = dict(run.checkpoint)
@@ -256,8 +257,10 @@ def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, d
 
 
 def _may_view(caller: Caller, pause: Pause) -> bool:
-    return caller.is_admin or caller.user.username == pause.identity_user or caller.user.has_perm(
-        "approvals.view_pause", pause
+    return (
+        caller.is_admin
+        or caller.user.username == pause.identity_user
+        or caller.user.has_perm("approvals.view_pause", pause)
     )
 
 

@@ -1,9 +1,8 @@
 """The payload of an inbox decision, built from its posted form."""
 
-from runs.web.forms import edited_args, steering_payload
 from approvals.domain.tokens import token_unseal
-
 from approvals.models import Pause
+from runs.web.forms import edited_args, steering_payload
 
 DECISION_METHODS = ("approve", "reject", "resume")
 

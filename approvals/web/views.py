@@ -12,14 +12,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from runs.domain.errors import HarborError
-from runs.web.forms import SteeringFormError
-from runs.domain.services import steering_submit
-from runs.web.views import error_text, member_required, safe_next
-
 from approvals.domain import selectors
-from approvals.web.forms import DECISION_METHODS, decision_payload
 from approvals.models import Pause
+from approvals.web.forms import DECISION_METHODS, decision_payload
+from runs.domain.errors import HarborError
+from runs.domain.services import steering_submit
+from runs.web.forms import SteeringFormError
+from runs.web.views import error_text, member_required, safe_next
 
 DONE = {
     "approve": "Approved {tool}: the call runs now.",
@@ -69,7 +68,9 @@ def history(request: HttpRequest) -> HttpResponse:
     pauses = list(selectors.pause_history(caller=request.caller))
     open_count = selectors.pauses_decidable(caller=request.caller).count()
     return render(
-        request, "approvals/history.html", {"pauses": pauses, "tab": "history", "page": "inbox", "open_count": open_count}
+        request,
+        "approvals/history.html",
+        {"pauses": pauses, "tab": "history", "page": "inbox", "open_count": open_count},
     )
 
 
@@ -87,8 +88,11 @@ def decide(request: HttpRequest, pause_id: str) -> HttpResponse:
         return redirect(back)
     try:
         steering_submit(
-            caller=request.caller, run_id=pause.run_id, method=method,
-            payload=decision_payload(method, pause, request.POST), event_id=request.POST.get("event_id") or None,
+            caller=request.caller,
+            run_id=pause.run_id,
+            method=method,
+            payload=decision_payload(method, pause, request.POST),
+            event_id=request.POST.get("event_id") or None,
         )
     except SteeringFormError as error:
         messages.error(request, str(error))

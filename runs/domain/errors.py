@@ -76,7 +76,9 @@ class ErrUnserializable(HarborError):
     code = "runtime_error"
 
     def __init__(self, field: str) -> None:
-        super().__init__(f"ErrUnserializable: tool context field {field!r} is neither serializable nor a registered live handle")
+        super().__init__(
+            f"ErrUnserializable: tool context field {field!r} is neither serializable nor a registered live handle"
+        )
         self.field = field
 
 

@@ -93,8 +93,10 @@ def _next_sequence(conn, tenant_id: int) -> int:
     row lock: rows that merely point at the tenant (runs, pauses, events) still insert."""
     table = Tenant._meta.db_table
     with conn.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET event_sequence = event_sequence + 1 WHERE id = %s RETURNING event_sequence",
-                       [tenant_id])
+        cursor.execute(
+            f"UPDATE {table} SET event_sequence = event_sequence + 1 WHERE id = %s RETURNING event_sequence",
+            [tenant_id],
+        )
         return cursor.fetchone()[0]
 
 
@@ -119,9 +121,8 @@ def envelope(event: Event, *, tenant_slug: str | None = None, with_tokens: bool 
 
 
 def _pause_token(pause_id: str) -> str | None:
-    from approvals.models import Pause
-
     from approvals.domain.tokens import token_unseal
+    from approvals.models import Pause
 
     sealed = Pause.objects.filter(pk=pause_id).values_list("token_sealed", flat=True).first()
     return token_unseal(sealed) if sealed else None

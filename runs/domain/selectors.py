@@ -7,11 +7,10 @@ from django.db.models import Count, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
 from approvals.domain.selectors import pause_snapshots, pauses_visible
-
 from runs.domain.errors import NotFound
+from runs.domain.pagination import PAGE_SIZE_DEFAULT, paginate
 from runs.identity.callers import Caller
 from runs.models import Event, Membership, Run, RunStatus, SteeringInstruction, Tenant
-from runs.domain.pagination import PAGE_SIZE_DEFAULT, paginate
 
 REDACTED = "<redacted>"
 
@@ -139,7 +138,11 @@ def task_row(run: Run) -> dict:
 
 
 def task_list(
-    *, caller: Caller, status: str | None = None, parent: str | None = None, page: int = 1,
+    *,
+    caller: Caller,
+    status: str | None = None,
+    parent: str | None = None,
+    page: int = 1,
     page_size: int = PAGE_SIZE_DEFAULT,
 ) -> dict:
     """A page of the caller's visible tasks, newest first. `counts` covers every visible

@@ -5,10 +5,10 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
-from approvals.domain.services import pause_decide
-
-from runs.domain import events
 from approvals.domain import refusals
+from approvals.domain.services import pause_decide
+from approvals.domain.tokens import token_digest
+from runs.domain import events
 from runs.domain.errors import (
     HarborError,
     IdentityScopeRequired,
@@ -18,7 +18,10 @@ from runs.domain.errors import (
     ScopeMismatch,
     UnknownMethod,
 )
+from runs.domain.payload import check_bounds
 from runs.identity.callers import Caller
+from runs.identity.permissions import grant_run_permissions
+from runs.identity.scopes import MINIMUM_SCOPE, SCOPE_NAMES, caller_scope, can_view_run
 from runs.models import (
     CancelPolicy,
     Instruction,
@@ -27,13 +30,9 @@ from runs.models import (
     SteeringInstruction,
     SteeringState,
 )
-from runs.domain.payload import check_bounds
-from runs.identity.permissions import grant_run_permissions
+from runs.runtime.registry import agent_exists
 from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now, settle_instruction
 from runs.runtime.wake import wake_on_commit
-from runs.runtime.registry import agent_exists
-from approvals.domain.tokens import token_digest
-from runs.identity.scopes import MINIMUM_SCOPE, SCOPE_NAMES, can_view_run, caller_scope
 
 log = logging.getLogger("harbor.runs")
 
@@ -146,8 +145,12 @@ def steering_submit(
         try:
             with transaction.atomic(durable=True):
                 return _submit_locked(
-                    caller=caller, run_id=run_id, method=method, payload=clean,
-                    event_id=event_id, requested_scope=requested_scope,
+                    caller=caller,
+                    run_id=run_id,
+                    method=method,
+                    payload=clean,
+                    event_id=event_id,
+                    requested_scope=requested_scope,
                 )
         except HarborError as error:
             _narrate_rejection(caller, run_id, method, error)
@@ -155,7 +158,11 @@ def steering_submit(
 
 
 def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope) -> SteeringReceipt:
-    run = Run.objects.select_for_update(no_key=True).filter(pk=run_id, tenant=caller.tenant).first() if isinstance(run_id, str) else None
+    run = (
+        Run.objects.select_for_update(no_key=True).filter(pk=run_id, tenant=caller.tenant).first()
+        if isinstance(run_id, str)
+        else None
+    )
     if run is None or not can_view_run(caller, run):
         raise NotFound("no such run")
     scope = caller_scope(caller, run)
@@ -189,8 +196,13 @@ def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope
     narrate_control(run, events.CONTROL_RECEIVED, method, "received")
     if method in DECISIONS:
         pause_decide(
-            caller=caller, run=run, method=method, token=payload.get("token"),
-            reason=payload.get("reason", ""), args=payload.get("args"), input=payload.get("input"),
+            caller=caller,
+            run=run,
+            method=method,
+            token=payload.get("token"),
+            reason=payload.get("reason", ""),
+            args=payload.get("args"),
+            input=payload.get("input"),
         )
         settle_instruction(instruction, run, SteeringState.APPLIED)
     elif method == Instruction.PRIORITIZE:
@@ -220,6 +232,7 @@ def _holds_decide_permission(caller: Caller, run: Run, token: str | None) -> boo
 def _validate_payload(method: str, payload: dict) -> dict:
     """Check each method's payload against its rules (PROTOCOL §3: a breach is
     422 payload_invalid); return only the fields it uses."""
+
     def optional_string(name: str, *, non_empty: bool = False) -> None:
         value = payload.get(name)
         if value is not None and (not isinstance(value, str) or (non_empty and not value)):
@@ -236,8 +249,10 @@ def _validate_payload(method: str, payload: dict) -> dict:
         optional_string("reason")
         if "args" in payload and payload["args"] is not None and not isinstance(payload["args"], dict):
             raise PayloadInvalid("approve: args must be an object")
-        allowed = {"token", "reason"} | ({"args"} if method == Instruction.APPROVE else set()) | (
-            {"input"} if method == Instruction.RESUME else set()
+        allowed = (
+            {"token", "reason"}
+            | ({"args"} if method == Instruction.APPROVE else set())
+            | ({"input"} if method == Instruction.RESUME else set())
         )
         return {k: v for k, v in payload.items() if k in allowed and v is not None}
     if method == Instruction.REDIRECT:
@@ -269,7 +284,9 @@ def _apply_prioritize(run: Run, priority: int) -> None:
     run.priority = priority
     run.save(update_fields=["priority", "updated_at"])
     events.emit(
-        run=run, type=events.TASK_PRIORITISED, payload={"TaskID": run.pk, "PriorPriority": prior, "NewPriority": priority}
+        run=run,
+        type=events.TASK_PRIORITISED,
+        payload={"TaskID": run.pk, "PriorPriority": prior, "NewPriority": priority},
     )
     wake_on_commit()
 

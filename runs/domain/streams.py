@@ -15,9 +15,7 @@ from django.contrib.auth.signals import user_logged_out
 from django.dispatch import receiver
 
 from approvals.domain.selectors import token_visibility
-
-from runs.domain import events
-from runs.domain import selectors
+from runs.domain import events, selectors
 from runs.identity.callers import Caller
 
 log = logging.getLogger("harbor.streams")
@@ -26,15 +24,20 @@ BATCH = 200
 
 
 def read_after(
-    *, caller: Caller, cursor: int, run_id: str | None = None, types: frozenset[str] | None = None,
+    *,
+    caller: Caller,
+    cursor: int,
+    run_id: str | None = None,
+    types: frozenset[str] | None = None,
     tenant_wide: bool = False,
 ) -> tuple[list[dict], int]:
     """The envelopes of the next visible events after `cursor`, and the new cursor. When the
     batch is not full, every event up to the head read first has been seen, so the cursor
     moves past invisible ones too. Tokens are re-checked here, at send time."""
     head = selectors.events_head(tenant_id=caller.tenant.pk)
-    batch = selectors.events_after(caller=caller, after=cursor, run_id=run_id, types=types,
-                                   tenant_wide=tenant_wide, limit=BATCH)
+    batch = selectors.events_after(
+        caller=caller, after=cursor, run_id=run_id, types=types, tenant_wide=tenant_wide, limit=BATCH
+    )
     may_see_token = token_visibility(caller=caller, pause_ids=[e.payload.get("_pause") for e in batch])
     envelopes = [
         events.envelope(e, tenant_slug=caller.tenant.slug, with_tokens=may_see_token(e.payload.get("_pause")))
@@ -86,7 +89,7 @@ class Tail:
             return None
         try:
             return await asyncio.wait_for(self.layer.receive(self.channel), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self.join()  # a quiet spell, or a receive that hangs: re-join either way
         except Exception:
             log.warning("channel layer receive failed; %s polls the log", self.channel, exc_info=True)

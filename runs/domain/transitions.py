@@ -2,7 +2,6 @@
 transaction; this module checks the transition table and narrates each change."""
 
 import logging
-
 from functools import partial
 
 from django.db import transaction
@@ -56,6 +55,4 @@ def run_reject(run: Run, message: str) -> None:
 
 def run_cancelled(run: Run, reason: str, cascaded: bool) -> None:
     move(run, RunStatus.CANCELLED, failure_message=reason)
-    events.emit(
-        run=run, type=events.TASK_CANCELLED, payload={"TaskID": run.pk, "Reason": reason, "Cascaded": cascaded}
-    )
+    events.emit(run=run, type=events.TASK_CANCELLED, payload={"TaskID": run.pk, "Reason": reason, "Cascaded": cascaded})

@@ -17,14 +17,15 @@ from django.contrib.auth.backends import ModelBackend
 from django.db import IntegrityError, transaction
 
 from runs.domain.errors import AuthRejected, IdentityRequired
-from runs.models import Membership, Role, Tenant
 from runs.identity.names import NAMESPACE_SEPARATOR, name_normalise
 from runs.identity.permissions import membership_grant
+from runs.models import Membership, Role, Tenant
 
 User = get_user_model()
 
 ADMIN_SCOPE = "admin"
 _TENANT_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,49}$")
+
 
 def person_username(name: str, namespace: str = "") -> str:
     """The account name of a verified (issuer namespace, user name)."""
@@ -65,7 +66,13 @@ class Caller:
 
 
 def caller_resolve(
-    *, tenant: str, user: str, session: str, scopes=(), address: str | None = None, provision: bool = True,
+    *,
+    tenant: str,
+    user: str,
+    session: str,
+    scopes=(),
+    address: str | None = None,
+    provision: bool = True,
     namespace: str = "",
 ) -> Caller:
     """Turn a verified triple into a Caller. A person seen for the first time is provisioned
@@ -92,8 +99,14 @@ def caller_resolve(
         _grant_member(tenant_obj, user_obj)
     if not Membership.objects.filter(tenant=tenant_obj, user=user_obj).exists():
         raise AuthRejected("the user is not a member of this tenant")
-    return Caller(tenant=tenant_obj, user=user_obj, session=session, scopes=frozenset(scopes), address=address,
-                  namespace=namespace)
+    return Caller(
+        tenant=tenant_obj,
+        user=user_obj,
+        session=session,
+        scopes=frozenset(scopes),
+        address=address,
+        namespace=namespace,
+    )
 
 
 def _provision_tenant(slug: str) -> tuple[Tenant | None, bool]:

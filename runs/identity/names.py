@@ -6,7 +6,7 @@ from runs.domain.errors import AuthRejected
 
 # Cyrillic and Greek letters that render like Latin ones. A name made only of these (and
 # digits/punctuation) is a whole-script look-alike of a Latin name ("аdmin" in Cyrillic).
-_LATIN_LOOKALIKES = set("аеорсухіјѕԁӏԛԝһү" "αεικνορτυχ")
+_LATIN_LOOKALIKES = set("аеорсухіјѕԁӏԛԝһүαεικνορτυχ")
 NAMESPACE_SEPARATOR = "/"  # refused inside names, so "partner/carol" names one person only
 
 

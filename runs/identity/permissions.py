@@ -44,7 +44,9 @@ def _grant(obj, *, owner, group_perms: dict[str, tuple[str, ...]]) -> None:
     permission, group and row one at a time: some forty statements per pause.)"""
     content_type = ContentType.objects.get_for_model(obj)
     view = f"view_{obj._meta.model_name}"
-    perms = {p.codename: p for p in Permission.objects.filter(content_type=content_type, codename__in=[view, *group_perms])}
+    perms = {
+        p.codename: p for p in Permission.objects.filter(content_type=content_type, codename__in=[view, *group_perms])
+    }
     roles = {role for granted in group_perms.values() for role in granted}
     names = {role: _group_name(obj.tenant_id, role) for role in roles}
     groups = {group.name: group for group in Group.objects.filter(name__in=names.values())}
@@ -52,17 +54,24 @@ def _grant(obj, *, owner, group_perms: dict[str, tuple[str, ...]]) -> None:
         groups[name] = Group.objects.get_or_create(name=name)[0]
     key = {"content_type": content_type, "object_pk": str(obj.pk)}
     UserObjectPermission.objects.create(user=owner, permission=perms[view], **key)
-    GroupObjectPermission.objects.bulk_create([
-        GroupObjectPermission(group=groups[names[role]], permission=perms[codename], **key)
-        for codename, granted in group_perms.items() for role in granted
-    ])
+    GroupObjectPermission.objects.bulk_create(
+        [
+            GroupObjectPermission(group=groups[names[role]], permission=perms[codename], **key)
+            for codename, granted in group_perms.items()
+            for role in granted
+        ]
+    )
 
 
 def grant_run_permissions(run: Run) -> None:
-    _grant(run, owner=run.owner, group_perms={
-        "view_run": (Role.APPROVER, Role.OPERATOR, Role.ADMIN),
-        "steer_run": (Role.OPERATOR, Role.ADMIN),
-    })
+    _grant(
+        run,
+        owner=run.owner,
+        group_perms={
+            "view_run": (Role.APPROVER, Role.OPERATOR, Role.ADMIN),
+            "steer_run": (Role.OPERATOR, Role.ADMIN),
+        },
+    )
 
 
 # Which role groups may decide a pause of each cause, besides the pausing (user, session).
@@ -75,7 +84,11 @@ DECIDERS_BY_CAUSE = {
 
 
 def grant_pause_permissions(pause) -> None:
-    _grant(pause, owner=pause.run.owner, group_perms={
-        "view_pause": (Role.APPROVER, Role.OPERATOR, Role.ADMIN),
-        "decide_pause": DECIDERS_BY_CAUSE[pause.cause],
-    })
+    _grant(
+        pause,
+        owner=pause.run.owner,
+        group_perms={
+            "view_pause": (Role.APPROVER, Role.OPERATOR, Role.ADMIN),
+            "decide_pause": DECIDERS_BY_CAUSE[pause.cause],
+        },
+    )

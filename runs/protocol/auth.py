@@ -35,7 +35,6 @@ from django.core.exceptions import ImproperlyConfigured
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
 from harbor_site.owner_files import write_once
-
 from runs.domain.errors import AuthRejected, IdentityRequired
 from runs.identity.callers import Caller, caller_resolve
 
@@ -151,8 +150,11 @@ def _issuer_from(entry: dict) -> Issuer:
         raise ImproperlyConfigured(f"issuer {entry['issuer']!r}: give 'keys' (PEM) or a 'jwks_url'")
     namespace = entry.get("namespace")
     return Issuer(
-        issuer=entry["issuer"], tenants=frozenset(tenants), keys=tuple((key_id(k), k) for k in keys),
-        jwks_url=entry.get("jwks_url", ""), audience=entry.get("audience", ""),
+        issuer=entry["issuer"],
+        tenants=frozenset(tenants),
+        keys=tuple((key_id(k), k) for k in keys),
+        jwks_url=entry.get("jwks_url", ""),
+        audience=entry.get("audience", ""),
         namespace=_namespace_default(entry["issuer"]) if namespace is None else namespace,
     )
 
@@ -164,19 +166,25 @@ def trusted_issuers() -> dict[str, Issuer]:
     """{iss: Issuer} of every issuer this deployment trusts."""
     dev = bool(getattr(settings, "HARBOR_JWT_DEV_KEYS", False))
     configured = getattr(settings, "HARBOR_JWT_ISSUERS", [])
-    single = (getattr(settings, "HARBOR_JWT_PUBLIC_KEYS", ""), getattr(settings, "HARBOR_JWT_ISSUER", "harbor"),
-              getattr(settings, "HARBOR_JWT_TENANTS", ANY_TENANT))
+    single = (
+        getattr(settings, "HARBOR_JWT_PUBLIC_KEYS", ""),
+        getattr(settings, "HARBOR_JWT_ISSUER", "harbor"),
+        getattr(settings, "HARBOR_JWT_TENANTS", ANY_TENANT),
+    )
     cache_key = (json.dumps(configured, sort_keys=True), single, dev, str(settings.VAR_DIR) if dev else "")
     if cache_key not in _cache:
         issuers = [_issuer_from(entry) for entry in configured]
         if single[0].strip():
             # The single-issuer shorthand: one organisation's identity provider, whose users
             # are this server's own accounts.
-            issuers.append(_issuer_from({"issuer": single[1], "keys": single[0], "tenants": single[2], "namespace": ""}))
+            issuers.append(
+                _issuer_from({"issuer": single[1], "keys": single[0], "tenants": single[2], "namespace": ""})
+            )
         if dev:
             dev_key = dev_private_key().public_key()
-            issuers.append(Issuer(issuer=DEV_ISSUER, tenants=frozenset({ANY_TENANT}),
-                                  keys=((key_id(dev_key), dev_key),)))
+            issuers.append(
+                Issuer(issuer=DEV_ISSUER, tenants=frozenset({ANY_TENANT}), keys=((key_id(dev_key), dev_key),))
+            )
         by_iss: dict[str, Issuer] = {}
         for issuer in issuers:
             if issuer.issuer in by_iss:
@@ -206,7 +214,9 @@ def _jwks_keys(url: str, kid) -> list:
 
 
 def _algorithm_fits(algorithm: str, key) -> bool:
-    return isinstance(key, rsa.RSAPublicKey) if algorithm.startswith("RS") else isinstance(key, ec.EllipticCurvePublicKey)
+    return (
+        isinstance(key, rsa.RSAPublicKey) if algorithm.startswith("RS") else isinstance(key, ec.EllipticCurvePublicKey)
+    )
 
 
 def _audience() -> str:
@@ -238,8 +248,15 @@ def token_issue(
     if algorithm is None:
         algorithm = "RS256" if isinstance(key, rsa.RSAPrivateKey) else "ES256"
     now = int(time.time())
-    claims = {"iss": issuer, "aud": audience or _audience(), "tenant": tenant, "user": user,
-              "scopes": list(scopes), "iat": now, "exp": now + ttl}
+    claims = {
+        "iss": issuer,
+        "aud": audience or _audience(),
+        "tenant": tenant,
+        "user": user,
+        "scopes": list(scopes),
+        "iat": now,
+        "exp": now + ttl,
+    }
     if session is not None:
         claims["session"] = session
     claims.update(extra or {})
@@ -277,8 +294,12 @@ def token_verify(token: str) -> Claims:
     for key in candidates:
         try:
             claims = jwt.decode(
-                token, key, algorithms=[algorithm], leeway=LEEWAY_SECONDS,
-                audience=issuer.audience or _audience(), issuer=issuer.issuer,
+                token,
+                key,
+                algorithms=[algorithm],
+                leeway=LEEWAY_SECONDS,
+                audience=issuer.audience or _audience(),
+                issuer=issuer.issuer,
                 options={"require": ["exp", "iss", "aud"]},
             )
             break
@@ -314,8 +335,14 @@ def _claims(claims: dict, issuer: Issuer) -> Claims:
         scopes = scopes.split()
     if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
         raise AuthRejected("the token's scopes claim must be a list of strings")
-    return Claims(tenant=tenant, user=user, session=session, scopes=frozenset(scopes),
-                  issuer=issuer.issuer, namespace=issuer.namespace)
+    return Claims(
+        tenant=tenant,
+        user=user,
+        session=session,
+        scopes=frozenset(scopes),
+        issuer=issuer.issuer,
+        namespace=issuer.namespace,
+    )
 
 
 # --- Requests -----------------------------------------------------------------------------
@@ -353,8 +380,12 @@ def caller_from_headers(meta) -> Caller:
     if not session:
         raise IdentityRequired("no session: send X-Harbor-Session or a token with a session claim")
     return caller_resolve(
-        tenant=claims.tenant, user=claims.user, session=session, scopes=claims.scopes,
-        address=client_address(meta), namespace=claims.namespace,
+        tenant=claims.tenant,
+        user=claims.user,
+        session=session,
+        scopes=claims.scopes,
+        address=client_address(meta),
+        namespace=claims.namespace,
     )
 
 

@@ -45,6 +45,7 @@ def client_address(peer: str | None, forwarded_for: str, trusted: tuple[Network,
     """The client's address. `X-Forwarded-For` is read right to left — each proxy appends
     the address that connected to it — and only while the hop that wrote it is trusted; the
     first untrusted hop is the client. From an untrusted peer the header is ignored."""
+
     def is_trusted(ip) -> bool:
         return ip is not None and any(ip in network for network in trusted)
 
@@ -129,9 +130,17 @@ class BodyLimit:
     @staticmethod
     async def _refuse(send, status: int, code: str, message: str) -> None:
         body = json.dumps({"code": code, "message": message}).encode()
-        await send({"type": "http.response.start", "status": status, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
@@ -153,7 +162,8 @@ def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
         body = json.dumps({"code": "request_too_large", "message": message}).encode()
         request.channel.transport.write(
             b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+        )
         request.channel.loseConnection()
 
     def gotLength(self, length):
@@ -177,5 +187,9 @@ def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
         if not getattr(self, "harbor_refused", False):  # a refused request never reaches the app
             return process(self)
 
-    WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process = gotLength, handleContentChunk, guarded_process
+    WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process = (
+        gotLength,
+        handleContentChunk,
+        guarded_process,
+    )
     WebRequest.harbor_body_limit = limit

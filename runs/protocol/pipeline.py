@@ -8,16 +8,16 @@ from rest_framework.permissions import BasePermission
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from runs.protocol import serializers as s
-from runs.protocol.auth import BearerAuthentication
 from runs.domain.errors import (
     IdentityRequired,
     InvalidRequest,
     PayloadInvalid,
     RequestTooLarge,
 )
-from runs.identity.callers import Caller
 from runs.domain.payload import MAX_KEYS, MAX_REQUEST_BYTES, check_bounds, json_loads
+from runs.identity.callers import Caller
+from runs.protocol import serializers as s
+from runs.protocol.auth import BearerAuthentication
 
 from .errors import _drf_message, exception_handler
 

@@ -9,10 +9,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from approvals.models import Cause, PauseState, Reason
-
-from runs.models import CancelPolicy, RunStatus
-from runs.identity.scopes import SCOPE_NAMES
 from runs.domain.pagination import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
+from runs.identity.scopes import SCOPE_NAMES
+from runs.models import CancelPolicy, RunStatus
 
 PROTOCOL_VERSION = "0.1.0"
 PAGE_MAX = 1_000_000
@@ -103,7 +102,8 @@ class IdentitySerializer(serializers.Serializer):
 class RunIdentitySerializer(IdentitySerializer):
     run = _id("The task id (run id) to act on.")
     scope = StrictChoiceField(
-        choices=list(SCOPE_NAMES), required=False,
+        choices=list(SCOPE_NAMES),
+        required=False,
         help_text="Assert the steering scope the caller acts with; 403 identity_scope_required when it does not hold it.",
     )
 
@@ -117,8 +117,9 @@ class StartRequestSerializer(serializers.Serializer):
     query = TextField(help_text="The run's goal, as the planner sees it.")
     agent_id = StrictCharField(required=False, max_length=64, help_text="deploy (default), countdown, tool_context, …")
     priority = StrictIntegerField(required=False, min_value=-1000, max_value=1000)
-    idempotency_key = _id("A start with a key already used by the same (tenant, user, session) returns that run.",
-                          required=False)
+    idempotency_key = _id(
+        "A start with a key already used by the same (tenant, user, session) returns that run.", required=False
+    )
     parent_run = _id("Start as a child of this run (cancels cascade unless cancel_policy is isolate).", required=False)
     cancel_policy = StrictChoiceField(choices=CancelPolicy.values, required=False)
 
@@ -126,8 +127,9 @@ class StartRequestSerializer(serializers.Serializer):
 class ControlRequestSerializer(serializers.Serializer):
     identity = RunIdentitySerializer()
     payload = ObjectField(required=False, help_text="The method's payload (see each method).")
-    event_id = _id("A control with an event_id already applied to the run is acknowledged again and applied once.",
-                   required=False)
+    event_id = _id(
+        "A control with an event_id already applied to the run is acknowledged again and applied once.", required=False
+    )
 
 
 class PageSerializer(serializers.Serializer):
@@ -138,8 +140,9 @@ class PageSerializer(serializers.Serializer):
 
 
 class PauseFilterSerializer(serializers.Serializer):
-    status = StrictChoiceField(choices=[*PauseState.values, "any"], required=False,
-                               help_text="Default: paused (open pauses).")
+    status = StrictChoiceField(
+        choices=[*PauseState.values, "any"], required=False, help_text="Default: paused (open pauses)."
+    )
     run_ids = serializers.ListField(child=_id("A run id."), required=False, max_length=50)
     reasons = serializers.ListField(child=StrictChoiceField(choices=Reason.values), required=False, max_length=50)
     causes = serializers.ListField(child=StrictChoiceField(choices=Cause.values), required=False, max_length=50)
@@ -178,20 +181,26 @@ class EmptyPayload(serializers.Serializer):
 
 class ResumePayload(serializers.Serializer):
     required_payload = False
-    token = StrictCharField(required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause).")
+    token = StrictCharField(
+        required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause)."
+    )
     input = serializers.JSONField(required=False, help_text="Answers an A2A input request.")
 
 
 class ApprovePayload(serializers.Serializer):
     required_payload = False
-    token = StrictCharField(required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause).")
+    token = StrictCharField(
+        required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause)."
+    )
     reason = StrictCharField(required=False, max_length=4096, allow_blank=True)
     args = ObjectField(required=False, help_text="Edited arguments, where the gate allows edits (extension).")
 
 
 class RejectPayload(serializers.Serializer):
     required_payload = False
-    token = StrictCharField(required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause).")
+    token = StrictCharField(
+        required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause)."
+    )
     reason = StrictCharField(required=False, max_length=4096, allow_blank=True)
 
 
@@ -213,8 +222,11 @@ class PrioritizePayload(serializers.Serializer):
 def control_request_serializer(method: str, payload: type[serializers.Serializer] | None):
     """A per-method request class, so the OpenAPI document shows each method's payload."""
     name = "".join(part.title() for part in method.split("_"))
-    fields = {"payload": payload(required=payload.required_payload) if payload is not None else NonEmptyObjectField(
-        help_text="Any non-empty object: appended to the context the planner sees.")}
+    fields = {
+        "payload": payload(required=payload.required_payload)
+        if payload is not None
+        else NonEmptyObjectField(help_text="Any non-empty object: appended to the context the planner sees.")
+    }
     return type(f"{name}ControlRequest", (ControlRequestSerializer,), fields)
 
 

@@ -23,12 +23,11 @@ from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from runs.domain import events
-from runs.domain import selectors
-from runs.protocol.auth import bearer_token, caller_from_headers
+from runs.domain import events, selectors
 from runs.domain.errors import HTTP_STATUS, AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
-from runs.identity.callers import Caller, caller_resolve
 from runs.domain.streams import BATCH, Tail, read_after
+from runs.identity.callers import Caller, caller_resolve
+from runs.protocol.auth import bearer_token, caller_from_headers
 
 log = logging.getLogger("harbor.sse")
 
@@ -87,16 +86,29 @@ def _open(meta: dict, query: dict) -> Plan:
     claims = jwt.decode(bearer_token(meta.get("HTTP_AUTHORIZATION", "")), options={"verify_signature": False})
     if claims["exp"] <= time.time():  # within the clock leeway: a stream would end at once
         raise AuthRejected("the token has expired")
-    return Plan(caller=caller, tenant_id=caller.tenant.pk, run_id=run_id, types=types, tenant_wide=tenant_wide,
-                cursor=cursor, expires_at=float(claims["exp"]))
+    return Plan(
+        caller=caller,
+        tenant_id=caller.tenant.pk,
+        run_id=run_id,
+        types=types,
+        tenant_wide=tenant_wide,
+        cursor=cursor,
+        expires_at=float(claims["exp"]),
+    )
 
 
 def _current_caller(plan: Plan) -> Caller | None:
     """The stream's caller as of now, or None once it may no longer read this stream."""
     opened = plan.caller
     try:
-        caller = caller_resolve(tenant=opened.tenant.slug, user=opened.user.username, session=opened.session,
-                                scopes=opened.scopes, address=opened.address, provision=False)
+        caller = caller_resolve(
+            tenant=opened.tenant.slug,
+            user=opened.user.username,
+            session=opened.session,
+            scopes=opened.scopes,
+            address=opened.address,
+            provision=False,
+        )
     except HarborError:
         return None
     return None if plan.tenant_wide and not caller.is_admin else caller
@@ -107,8 +119,9 @@ def _read(plan: Plan, cursor: int) -> tuple[list[str], int] | None:
     caller = _current_caller(plan)
     if caller is None:
         return None
-    envelopes, cursor = read_after(caller=caller, cursor=cursor, run_id=plan.run_id, types=plan.types,
-                                   tenant_wide=plan.tenant_wide)
+    envelopes, cursor = read_after(
+        caller=caller, cursor=cursor, run_id=plan.run_id, types=plan.types, tenant_wide=plan.tenant_wide
+    )
     frames = []
     for envelope in envelopes:
         data = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
@@ -162,8 +175,9 @@ async def _frames(plan: Plan, tail: Tail, cursor: int):
 @csrf_exempt
 async def events_stream(request: HttpRequest) -> HttpResponse:
     if request.method != "GET":
-        response = JsonResponse({"code": "invalid_request", "message": f"{request.method} is not allowed; use GET"},
-                                status=405)
+        response = JsonResponse(
+            {"code": "invalid_request", "message": f"{request.method} is not allowed; use GET"}, status=405
+        )
         response["Allow"] = "GET"
         return response
     try:

@@ -1,11 +1,13 @@
 """/v1/: the Harbor Protocol over HTTP (PROTOCOL §2), its OpenAPI description and docs."""
 
-from django.urls import path, re_path
 from csp.decorators import csp_update
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
-from runs.protocol import sse
-from runs.protocol import schema  # noqa: F401  (registers the bearer scheme with drf-spectacular)
+from runs.protocol import (
+    schema,  # noqa: F401  (registers the bearer scheme with drf-spectacular)
+    sse,
+)
 from runs.protocol import views as api
 
 # The docs pages' renderers inject styles and (Redoc) start a worker from a blob; their
@@ -15,7 +17,10 @@ _docs_csp = csp_update({"style-src": ["'unsafe-inline'"], "worker-src": ["'self'
 
 urlpatterns = [
     path("control/start", api.StartView.as_view(), name="api-start"),
-    *[path(f"control/{method}", view.as_view(), name=f"api-control-{method}") for method, view in api.CONTROL_VIEWS.items()],
+    *[
+        path(f"control/{method}", view.as_view(), name=f"api-control-{method}")
+        for method, view in api.CONTROL_VIEWS.items()
+    ],
     path("control/<str:method>", api.UnknownMethodView.as_view(), name="api-control-unknown"),
     path("pause/list", api.PauseListView.as_view(), name="api-pause-list"),
     path("tasks/list", api.TaskListView.as_view(), name="api-tasks-list"),

@@ -7,12 +7,12 @@ from rest_framework.response import Response
 
 from approvals.domain import selectors as pause_selectors
 from runs.domain import selectors
-from runs.protocol import serializers as s
 from runs.domain.errors import (
     UnknownMethod,
 )
-from runs.models import Instruction
 from runs.domain.services import run_start, steering_submit
+from runs.models import Instruction
+from runs.protocol import serializers as s
 
 from .pipeline import CONTROL_ERRORS, ERRORS, ProtocolView
 from .throttle import DecisionRefusalThrottle

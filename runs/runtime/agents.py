@@ -148,7 +148,7 @@ def _work(args: dict, ctx: ToolContext) -> dict:
 
 
 class LongTaskPlanner:
-    """"work 3 seconds, 4 times" → four rounds of three seconds; "gated" puts each round
+    """ "work 3 seconds, 4 times" → four rounds of three seconds; "gated" puts each round
     behind an approval."""
 
     def decide(self, view: PlannerView) -> CallTool | Finish:
@@ -167,7 +167,13 @@ register_agent(
         id="long_task",
         description='Works for a while each round ("work 3 seconds, 4 times"; "gated" asks before each round).',
         planner=LongTaskPlanner,
-        tools={"work": Tool("work", _work, approval=lambda args: bool(args.get("gated")),
-                            gate_reason="each round of work needs a go-ahead")},
+        tools={
+            "work": Tool(
+                "work",
+                _work,
+                approval=lambda args: bool(args.get("gated")),
+                gate_reason="each round of work needs a go-ahead",
+            )
+        },
     )
 )

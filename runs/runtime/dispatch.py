@@ -47,8 +47,11 @@ def _ready_ids() -> list[str]:
     (HARBOR_TENANT_MAX_RUNNING), so one busy tenant cannot hold every worker. The cap is
     soft: workers claiming at the same instant may overshoot it by one each."""
     busy = (
-        Run.objects.filter(lease_expires_at__gte=timezone.now()).exclude(lease_owner="")
-        .values("tenant_id").annotate(held=Count("pk")).filter(held__gte=settings.HARBOR_TENANT_MAX_RUNNING)
+        Run.objects.filter(lease_expires_at__gte=timezone.now())
+        .exclude(lease_owner="")
+        .values("tenant_id")
+        .annotate(held=Count("pk"))
+        .filter(held__gte=settings.HARBOR_TENANT_MAX_RUNNING)
         .values("tenant_id")
     )
     ready = claimable().exclude(tenant_id__in=busy).order_by("-priority", "created_at")

@@ -42,22 +42,27 @@ class Lease:
         """Take the run if it is free or its lease expired. The row count of this conditional
         UPDATE decides between competing workers."""
         now = timezone.now()
-        taken = claimable().filter(pk=self.run_id).update(lease_owner=self.worker, lease_expires_at=now + lease_length())
+        taken = (
+            claimable().filter(pk=self.run_id).update(lease_owner=self.worker, lease_expires_at=now + lease_length())
+        )
         return taken == 1
 
     def renew(self) -> bool:
-        renewed = Run.objects.filter(pk=self.run_id, lease_owner=self.worker, lease_expires_at__gte=timezone.now()).update(
-            lease_expires_at=timezone.now() + lease_length()
-        )
+        renewed = Run.objects.filter(
+            pk=self.run_id, lease_owner=self.worker, lease_expires_at__gte=timezone.now()
+        ).update(lease_expires_at=timezone.now() + lease_length())
         if not renewed:
             self.lost.set()
         return bool(renewed)
 
     def fence(self) -> None:
         """Raise unless this worker still holds an unexpired lease (a live database check)."""
-        if self.lost.is_set() or not Run.objects.filter(
-            pk=self.run_id, lease_owner=self.worker, lease_expires_at__gte=timezone.now()
-        ).exists():
+        if (
+            self.lost.is_set()
+            or not Run.objects.filter(
+                pk=self.run_id, lease_owner=self.worker, lease_expires_at__gte=timezone.now()
+            ).exists()
+        ):
             self.lost.set()
             raise LeaseLost(self.run_id)
 

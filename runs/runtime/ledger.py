@@ -15,7 +15,12 @@ def open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
     earlier.filter(outcome=ToolCallOutcome.RUNNING)._settle(outcome=ToolCallOutcome.LOST, finished_at=now)
     number = earlier.count() + 1
     return ToolCall.objects.create(
-        tenant_id=run.tenant_id, run=run, step=step, attempt=number, tool=tool.name, worker=worker,
+        tenant_id=run.tenant_id,
+        run=run,
+        step=step,
+        attempt=number,
+        tool=tool.name,
+        worker=worker,
         idempotency_key=f"{run.pk}:{step}",
     )
 

@@ -23,8 +23,8 @@ from django.utils import timezone
 
 from runs.domain import events
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
-from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 from runs.domain.transitions import move, run_complete, run_fail
+from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
 from .lease import Lease, LeaseLost, lease_length
 from .ledger import open_attempt, settle_attempt
@@ -133,8 +133,11 @@ def _boundary(lease: Lease) -> _Boundary | None:
         run = _locked(lease)
         if run.status == RunStatus.PENDING:
             move(run, RunStatus.RUNNING)
-            events.emit(run=run, type=events.TASK_STARTED,
-                        payload={"TaskID": run.pk, "Priority": run.priority, "ParentTaskID": run.parent_id})
+            events.emit(
+                run=run,
+                type=events.TASK_STARTED,
+                payload={"TaskID": run.pk, "Priority": run.priority, "ParentTaskID": run.parent_id},
+            )
         if run.status != RunStatus.RUNNING:
             return None
         if run.steering_pending:
@@ -156,9 +159,14 @@ def _boundary(lease: Lease) -> _Boundary | None:
         if pending is not None:
             return _Boundary(agent_id=run.agent_id, step=step, ctx=ctx, pending=pending)
         view = PlannerView(
-            run_id=run.pk, goal=run.goal, query=checkpoint.get("query", run.goal), step=step,
-            history=list(checkpoint.get("history", [])), context=list(run.context),
-            messages=list(run.messages), resumed=ctx.resumed,
+            run_id=run.pk,
+            goal=run.goal,
+            query=checkpoint.get("query", run.goal),
+            step=step,
+            history=list(checkpoint.get("history", [])),
+            context=list(run.context),
+            messages=list(run.messages),
+            resumed=ctx.resumed,
         )
         return _Boundary(agent_id=run.agent_id, step=step, ctx=ctx, pending=None, view=view)
 
@@ -181,8 +189,15 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision) -> _Call | bool:
                 run_complete(run, decision.answer)
                 return False
             if isinstance(decision, RequestPause):
-                park(run, ctx, cause=decision.cause, reason=decision.reason, payload=decision.payload,
-                      summary=decision.summary, history_entry={"pause": decision.cause})
+                park(
+                    run,
+                    ctx,
+                    cause=decision.cause,
+                    reason=decision.reason,
+                    payload=decision.payload,
+                    summary=decision.summary,
+                    history_entry={"pause": decision.cause},
+                )
                 return False
             pending = {"tool": decision.tool, "args": decision.args, "step": step}
         else:
@@ -198,8 +213,11 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision) -> _Call | bool:
             return False
         run.save(update_fields=["checkpoint", "updated_at"])
         attempt = open_attempt(run, tool, step, lease.worker)
-        events.emit(run=run, type=events.TOOL_INVOKED,
-                    payload={"Tool": tool.name, "Step": step, "Args": pending["args"], "Attempt": attempt.attempt})
+        events.emit(
+            run=run,
+            type=events.TOOL_INVOKED,
+            payload={"Tool": tool.name, "Step": step, "Args": pending["args"], "Attempt": attempt.attempt},
+        )
         return _Call(tool=tool, args=pending["args"], step=step, ctx=ctx, attempt=attempt)
 
 
@@ -216,9 +234,17 @@ def _execute(lease: Lease, call: _Call) -> bool:
         pause = signal
 
         def park_signalled(run: Run) -> bool:
-            return park(run, ctx, cause=pause.cause, reason=pause.reason, payload=pause.payload,
-                         summary=pause.summary, deadline=pause.deadline, tool=call.tool.name,
-                         companion=(pause.companion, pause.payload))
+            return park(
+                run,
+                ctx,
+                cause=pause.cause,
+                reason=pause.reason,
+                payload=pause.payload,
+                summary=pause.summary,
+                deadline=pause.deadline,
+                tool=call.tool.name,
+                companion=(pause.companion, pause.payload),
+            )
 
         return _record(lease, call, ToolCallOutcome.PAUSED, park_signalled)
     except LeaseLost:
@@ -229,13 +255,20 @@ def _execute(lease: Lease, call: _Call) -> bool:
         return True  # the next boundary applies the hard cancel; the step is not recorded
     except ErrToolContextLost as lost:
         message = lost.message
-        return _record(lease, call, ToolCallOutcome.FAILED,
-                       lambda run: run_fail(run, FailureCode.TOOL_CONTEXT_LOST, message), message)
+        return _record(
+            lease,
+            call,
+            ToolCallOutcome.FAILED,
+            lambda run: run_fail(run, FailureCode.TOOL_CONTEXT_LOST, message),
+            message,
+        )
     except Exception as error:
         message = f"{call.tool.name}: {type(error).__name__}: {error}"
 
         def failed(run: Run) -> None:
-            events.emit(run=run, type=events.TOOL_FAILED, payload={"Tool": call.tool.name, "Step": call.step, "Error": message})
+            events.emit(
+                run=run, type=events.TOOL_FAILED, payload={"Tool": call.tool.name, "Step": call.step, "Error": message}
+            )
             run_fail(run, FailureCode.RUNTIME_ERROR, message)
 
         return _record(lease, call, ToolCallOutcome.FAILED, failed, message)
@@ -266,15 +299,21 @@ def _checkpoint(run: Run, call: _Call, result) -> bool:
         run_fail(run, FailureCode.RUNTIME_ERROR, error.message)
         return False
     checkpoint = dict(run.checkpoint)
-    checkpoint["history"] = [*checkpoint.get("history", []), {"tool": call.tool.name, "args": call.args, "result": result}]
+    checkpoint["history"] = [
+        *checkpoint.get("history", []),
+        {"tool": call.tool.name, "args": call.args, "result": result},
+    ]
     checkpoint["step"] = call.step + 1
     checkpoint["tool_context"] = saved_context
     checkpoint.pop("pending_call", None)
     checkpoint.pop("resolution", None)
     run.checkpoint = checkpoint
     run.save(update_fields=["checkpoint", "updated_at"])
-    events.emit(run=run, type=events.TOOL_COMPLETED,
-                payload={"Tool": call.tool.name, "Step": call.step, "Result": result, "Attempt": call.attempt.attempt})
+    events.emit(
+        run=run,
+        type=events.TOOL_COMPLETED,
+        payload={"Tool": call.tool.name, "Step": call.step, "Result": result, "Attempt": call.attempt.attempt},
+    )
     return True
 
 

@@ -2,18 +2,29 @@
 call (and an approval it already holds) stays in the checkpoint, and the pause is minted by
 approvals.domain.services.pause_park."""
 
-from approvals.models import Cause, Reason
 from approvals.domain.services import pause_park
+from approvals.models import Cause, Reason
 from runs.domain import events
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
-from runs.models import FailureCode, Run
 from runs.domain.transitions import run_fail
+from runs.models import FailureCode, Run
 
 from .tools import Tool, ToolContext
 
 
-def park(run: Run, ctx: ToolContext, *, cause: str, reason: str, payload: dict, summary: str = "",
-          deadline=None, tool: str = "", companion=None, history_entry=None) -> bool:
+def park(
+    run: Run,
+    ctx: ToolContext,
+    *,
+    cause: str,
+    reason: str,
+    payload: dict,
+    summary: str = "",
+    deadline=None,
+    tool: str = "",
+    companion=None,
+    history_entry=None,
+) -> bool:
     """Mint a pause (run lock held). A context that cannot be checkpointed fails the pause
     and the run, naming the field. A pending call (and an approval it already holds) is
     kept in the checkpoint, so the same call goes on after the pause."""
@@ -31,9 +42,17 @@ def park(run: Run, ctx: ToolContext, *, cause: str, reason: str, payload: dict, 
         checkpoint["step"] = step + 1
     run.checkpoint = checkpoint
     pause_park(
-        run=run, cause=cause, reason=reason, payload=payload, step=step, tool=tool,
-        tool_context=saved_context["state"], handle_keys=saved_context["handles"], deadline=deadline,
-        companion=companion, summary=summary,
+        run=run,
+        cause=cause,
+        reason=reason,
+        payload=payload,
+        step=step,
+        tool=tool,
+        tool_context=saved_context["state"],
+        handle_keys=saved_context["handles"],
+        deadline=deadline,
+        companion=companion,
+        summary=summary,
     )
     return False
 
@@ -42,11 +61,18 @@ def park_for_gate(run: Run, ctx: ToolContext, tool: Tool, args: dict) -> bool:
     reason = tool.gate_reason or f"{tool.name} is gated behind human approval"
     summary = ", ".join(f"{k}={v}" for k, v in args.items())
     return park(
-        run, ctx, cause=Cause.HITL_APPROVAL, reason=Reason.APPROVAL_REQUIRED, tool=tool.name,
+        run,
+        ctx,
+        cause=Cause.HITL_APPROVAL,
+        reason=Reason.APPROVAL_REQUIRED,
+        tool=tool.name,
         payload={"Tool": tool.name, "Args": args, "GateReason": reason, "Editable": tool.editable_args},
-        deadline=tool.deadline, summary=f"Approve {tool.name}({summary})",
-        companion=(events.TOOL_APPROVAL_REQUESTED,
-                   {"Tool": tool.name, "Reason": reason, "ArgsSummary": summary, "Editable": tool.editable_args}),
+        deadline=tool.deadline,
+        summary=f"Approve {tool.name}({summary})",
+        companion=(
+            events.TOOL_APPROVAL_REQUESTED,
+            {"Tool": tool.name, "Reason": reason, "ArgsSummary": summary, "Editable": tool.editable_args},
+        ),
     )
 
 
@@ -56,5 +82,11 @@ def park_for_operator(run: Run) -> bool:
     except ErrToolContextLost as lost:
         run_fail(run, FailureCode.TOOL_CONTEXT_LOST, lost.message)
         return False
-    return park(run, ctx, cause=Cause.OPERATOR, reason=Reason.AWAIT_INPUT,
-                 payload={"Summary": "paused by an operator"}, summary=f"{run.agent_id} run paused by an operator")
+    return park(
+        run,
+        ctx,
+        cause=Cause.OPERATOR,
+        reason=Reason.AWAIT_INPUT,
+        payload={"Summary": "paused by an operator"},
+        summary=f"{run.agent_id} run paused by an operator",
+    )

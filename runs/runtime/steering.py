@@ -5,8 +5,8 @@ from django.utils import timezone
 
 from approvals.domain.services import pause_cancel_open
 from runs.domain import events
-from runs.models import LIVE_RUN_STATUSES, CancelPolicy, Instruction, Run, RunStatus, SteeringInstruction, SteeringState
 from runs.domain.transitions import run_cancelled
+from runs.models import LIVE_RUN_STATUSES, CancelPolicy, Instruction, Run, RunStatus, SteeringInstruction, SteeringState
 
 from .wake import wake_on_commit
 
@@ -15,8 +15,13 @@ def settle_instruction(instruction: SteeringInstruction, run: Run, state: str, o
     SteeringInstruction.objects.filter(pk=instruction.pk, state=SteeringState.PENDING)._settle(
         state=state, outcome=outcome, settled_at=timezone.now()
     )
-    narrate_control(run, events.CONTROL_APPLIED if state == SteeringState.APPLIED else events.CONTROL_REJECTED,
-                    instruction.instruction, state, outcome)
+    narrate_control(
+        run,
+        events.CONTROL_APPLIED if state == SteeringState.APPLIED else events.CONTROL_REJECTED,
+        instruction.instruction,
+        state,
+        outcome,
+    )
 
 
 def narrate_control(run: Run, type: str, method: str, outcome: str, err: str = "") -> None:
@@ -31,8 +36,11 @@ def lock_cascade(run: Run) -> list[Run]:
     on the locked rows, so a child that ended meanwhile is simply not among them."""
     locked, level = [], [run.pk]
     while level:
-        children = list(Run.objects.select_for_update(no_key=True).filter(
-            parent_id__in=level, status__in=LIVE_RUN_STATUSES, cancel_policy=CancelPolicy.CASCADE).order_by("pk"))
+        children = list(
+            Run.objects.select_for_update(no_key=True)
+            .filter(parent_id__in=level, status__in=LIVE_RUN_STATUSES, cancel_policy=CancelPolicy.CASCADE)
+            .order_by("pk")
+        )
         locked.extend(children)
         level = [child.pk for child in children]
     return locked
@@ -46,14 +54,21 @@ def run_cancel_now(run: Run, *, reason: str, cascaded: bool) -> None:
     else:
         run_cancelled(run, reason, cascaded)
     Run.objects.filter(pk=run.pk).update(hard_cancel=False)
-    children = Run.objects.select_for_update(no_key=True).filter(
-        parent=run, status__in=LIVE_RUN_STATUSES, cancel_policy=CancelPolicy.CASCADE).order_by("pk")
+    children = (
+        Run.objects.select_for_update(no_key=True)
+        .filter(parent=run, status__in=LIVE_RUN_STATUSES, cancel_policy=CancelPolicy.CASCADE)
+        .order_by("pk")
+    )
     for child in children:
         if child.status == RunStatus.RUNNING:
             # A child mid-step stops at its own next boundary.
             SteeringInstruction.objects.create(
-                tenant_id=child.tenant_id, run=child, instruction=Instruction.CANCEL,
-                payload={"cascaded_from": run.pk}, actor=run.owner, actor_session=run.session,
+                tenant_id=child.tenant_id,
+                run=child,
+                instruction=Instruction.CANCEL,
+                payload={"cascaded_from": run.pk},
+                actor=run.owner,
+                actor_session=run.session,
             )
             Run.objects.filter(pk=child.pk).update(steering_pending=True)
             wake_on_commit()
@@ -81,7 +96,9 @@ def steering_apply_pending(run: Run) -> str | None:
             events.emit(run=run, type=events.CONTEXT_INJECTED, payload={"TaskID": run.pk, "Context": payload})
         elif method == Instruction.USER_MESSAGE:
             run.messages = [*run.messages, payload["message"]]
-            events.emit(run=run, type=events.MESSAGE_RECEIVED, payload={"TaskID": run.pk, "Message": payload["message"]})
+            events.emit(
+                run=run, type=events.MESSAGE_RECEIVED, payload={"TaskID": run.pk, "Message": payload["message"]}
+            )
         elif method in (Instruction.CANCEL, Instruction.PAUSE):
             stop, cascaded = method, "cascaded_from" in payload
         settle_instruction(instruction, run, SteeringState.APPLIED)

@@ -36,8 +36,16 @@ class ToolPause(Exception):
     sign-in, a remote agent's question). The runtime parks the run; on resume the same
     call runs again with `ctx.resumed` set."""
 
-    def __init__(self, *, cause: str, reason: str, payload: dict, companion: str, summary: str = "",
-                 deadline: timedelta | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        cause: str,
+        reason: str,
+        payload: dict,
+        companion: str,
+        summary: str = "",
+        deadline: timedelta | None = None,
+    ) -> None:
         super().__init__(summary or cause)
         self.cause, self.reason, self.payload = cause, reason, payload
         self.companion, self.summary, self.deadline = companion, summary, deadline

@@ -21,12 +21,10 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 
-from runs.domain import events
-from runs.domain import selectors
-from runs.domain import streams
+from runs.domain import events, selectors, streams
+from runs.domain.streams import Tail
 from runs.identity.callers import Caller
 from runs.models import Membership
-from runs.domain.streams import Tail
 from runs.web.views import web_session_for_key
 
 log = logging.getLogger("harbor.ws")
@@ -40,7 +38,9 @@ CLOSE_INVALID = 4400
 
 def _caller_for(user_id: int, tenant_id: int, session: str) -> Caller | None:
     """The person as a Caller of the tenant they connected in, or None once revoked."""
-    membership = Membership.objects.select_related("tenant", "user").filter(user_id=user_id, tenant_id=tenant_id).first()
+    membership = (
+        Membership.objects.select_related("tenant", "user").filter(user_id=user_id, tenant_id=tenant_id).first()
+    )
     if membership is None or not membership.user.is_active:
         return None
     return Caller(tenant=membership.tenant, user=membership.user, session=session)
@@ -113,7 +113,9 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             after = int(after_raw) if after_raw not in (None, "") else None
         except ValueError:
             after = None
-        if (run_id is not None and not (0 < len(run_id) <= 26 and run_id.isalnum())) or (after is not None and after < 0):
+        if (run_id is not None and not (0 < len(run_id) <= 26 and run_id.isalnum())) or (
+            after is not None and after < 0
+        ):
             await self.close(code=CLOSE_INVALID)
             return
         # The page's identity triple: the same session id the page's forms act with.
@@ -127,8 +129,11 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         # Join before taking the cursor: anything committed meanwhile is read from the log.
         await self.tail.join(plan["group"], events.user_group(user.pk))
         await self.accept()
-        self.cursor = after if after is not None else await database_sync_to_async(selectors.events_head)(
-            tenant_id=self.tenant_id)
+        self.cursor = (
+            after
+            if after is not None
+            else await database_sync_to_async(selectors.events_head)(tenant_id=self.tenant_id)
+        )
         self.wake = asyncio.Event()
         self.wake.set()
         self.pump = asyncio.create_task(self._pump())
@@ -173,7 +178,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             self.wake.clear()
             while True:
                 close, envelopes, self.cursor = await database_sync_to_async(_read)(
-                    self.user_id, self.tenant_id, self.session_key, self.run_id, self.cursor)
+                    self.user_id, self.tenant_id, self.session_key, self.run_id, self.cursor
+                )
                 if close is not None:
                     await self.close(code=close)
                     return

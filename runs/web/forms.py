@@ -3,16 +3,17 @@
 from django import forms
 
 from runs.domain.errors import PayloadInvalid
-from runs.models import Instruction
 from runs.domain.payload import json_loads
-from runs.runtime.registry import all_agents
 from runs.domain.services import PRIORITY_RANGE
+from runs.models import Instruction
+from runs.runtime.registry import all_agents
 
 
 class StartRunForm(forms.Form):
     agent_id = forms.ChoiceField(label="Agent")
     query = forms.CharField(
-        label="Query", max_length=4096,
+        label="Query",
+        max_length=4096,
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "deploy build 42 to staging"}),
     )
     priority = forms.IntegerField(

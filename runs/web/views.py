@@ -18,16 +18,15 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals.domain import selectors as pause_selectors
+from approvals.domain.tokens import token_unseal
 from approvals.models import Cause
-
 from runs.domain import selectors
 from runs.domain.errors import HarborError
-from runs.web.forms import StartRunForm, SteeringFormError, steering_payload
-from runs.identity.callers import Caller, caller_resolve
-from runs.models import Instruction, Role, RunStatus, SteeringState
-from runs.identity.scopes import MINIMUM_SCOPE, Scope, caller_scope
 from runs.domain.services import run_start, steering_submit
-from approvals.domain.tokens import token_unseal
+from runs.identity.callers import Caller, caller_resolve
+from runs.identity.scopes import MINIMUM_SCOPE, Scope, caller_scope
+from runs.models import Instruction, Role, RunStatus, SteeringState
+from runs.web.forms import StartRunForm, SteeringFormError, steering_payload
 
 # --- The signed-in person as a Caller -------------------------------------------------------
 
@@ -50,8 +49,11 @@ def web_caller(request: HttpRequest) -> Caller | None:
         return None
     try:
         return caller_resolve(
-            tenant=membership.tenant.slug, user=request.user.username, session=web_session_id(request),
-            address=request.META.get("REMOTE_ADDR"), provision=False,
+            tenant=membership.tenant.slug,
+            user=request.user.username,
+            session=web_session_id(request),
+            address=request.META.get("REMOTE_ADDR"),
+            provision=False,
         )
     except HarborError:
         return None
@@ -77,8 +79,9 @@ def member_required(view):
 @require_POST
 def tenant_switch(request: HttpRequest) -> HttpResponse:
     """Work in another of the person's tenants: the choice lives in their session only."""
-    membership = next((m for m in selectors.memberships_of(user=request.user)
-                       if m.tenant.slug == request.POST.get("tenant")), None)
+    membership = next(
+        (m for m in selectors.memberships_of(user=request.user) if m.tenant.slug == request.POST.get("tenant")), None
+    )
     if membership is None:
         messages.error(request, "You are not a member of that tenant.")
     else:
@@ -102,7 +105,9 @@ def error_text(error: HarborError) -> str:
 
 def safe_next(request: HttpRequest, default: str) -> str:
     target = request.POST.get("next") or ""
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return target
     return default
 
@@ -150,8 +155,15 @@ def console(request: HttpRequest) -> HttpResponse:
 
 
 CONTROL_ORDER = [
-    Instruction.PAUSE, Instruction.RESUME, Instruction.APPROVE, Instruction.REJECT, Instruction.REDIRECT,
-    Instruction.INJECT_CONTEXT, Instruction.USER_MESSAGE, Instruction.PRIORITIZE, Instruction.CANCEL,
+    Instruction.PAUSE,
+    Instruction.RESUME,
+    Instruction.APPROVE,
+    Instruction.REJECT,
+    Instruction.REDIRECT,
+    Instruction.INJECT_CONTEXT,
+    Instruction.USER_MESSAGE,
+    Instruction.PRIORITIZE,
+    Instruction.CANCEL,
 ]
 
 
@@ -210,12 +222,16 @@ def _short(value) -> str:
 def timeline_entry(event) -> dict:
     """One line of a run's timeline (the page's script renders live ones the same way)."""
     summary = " · ".join(
-        f"{key}: {_short(value)}" for key, value in event.payload.items()
+        f"{key}: {_short(value)}"
+        for key, value in event.payload.items()
         if not key.startswith("_") and key not in HIDDEN_KEYS and value not in (None, "", [], {})
     )
     return {
-        "sequence": event.sequence, "type": event.type, "category": event.type.split(".")[0],
-        "summary": summary, "occurred_at": event.occurred_at,
+        "sequence": event.sequence,
+        "type": event.type,
+        "category": event.type.split(".")[0],
+        "summary": summary,
+        "occurred_at": event.occurred_at,
     }
 
 
@@ -253,7 +269,10 @@ def run_steer(request: HttpRequest, run_id: str, method: str) -> HttpResponse:
             if token:
                 payload["token"] = token
         receipt = steering_submit(
-            caller=caller, run_id=run.pk, method=method, payload=payload,
+            caller=caller,
+            run_id=run.pk,
+            method=method,
+            payload=payload,
             event_id=request.POST.get("event_id") or None,
         )
     except SteeringFormError as error:
@@ -291,7 +310,9 @@ def run_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             run, _ = run_start(
-                caller=request.caller, query=form.cleaned_data["query"], agent_id=form.cleaned_data["agent_id"],
+                caller=request.caller,
+                query=form.cleaned_data["query"],
+                agent_id=form.cleaned_data["agent_id"],
                 priority=form.cleaned_data["priority"],
             )
         except HarborError as error:

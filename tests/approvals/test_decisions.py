@@ -3,13 +3,13 @@ rejections, and refusals that change nothing."""
 
 import pytest
 
-from approvals.models import Decision, DecisionRefusal, Pause, PauseState
 from approvals.domain.services import pause_sweep_overdue
+from approvals.domain.tokens import token_unseal
+from approvals.models import Decision, DecisionRefusal, Pause, PauseState
 from runs.domain.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
+from runs.domain.services import run_start, steering_submit
 from runs.models import Event, RunStatus
 from runs.runtime.dispatch import drain
-from runs.domain.services import run_start, steering_submit
-from approvals.domain.tokens import token_unseal
 from tests.conftest import db_snapshot
 
 
@@ -33,7 +33,11 @@ def test_the_pausing_identity_approves_with_its_token_and_the_gated_call_runs_on
     decide(people.caller("alice"), run, token=token, reason="go")
     pause.refresh_from_db()
     assert (pause.state, pause.decision, pause.decided_by.username, pause.decision_reason) == (
-        PauseState.RESUMED, Decision.APPROVE, "alice", "go")
+        PauseState.RESUMED,
+        Decision.APPROVE,
+        "alice",
+        "go",
+    )
     assert pause.on_behalf_of == "acme/alice/s1"
     drain()
     run.refresh_from_db()
@@ -71,8 +75,10 @@ def test_reject_is_terminal_the_gated_body_never_runs(people, parked, probe):
     types = [t for t in Event.objects.filter(run=run).values_list("type", flat=True) if not t.startswith("control.")]
     assert types[-3:] == ["pause.resumed", "tool.rejected", "task.failed"]
     assert list(Event.objects.filter(run=run, type__startswith="control.").values_list("type", "payload__Err")) == [
-        ("control.received", ""), ("control.applied", ""),  # the reject
-        ("control.received", ""), ("control.rejected", "already_resumed"),  # the late approve
+        ("control.received", ""),
+        ("control.applied", ""),  # the reject
+        ("control.received", ""),
+        ("control.rejected", "already_resumed"),  # the late approve
     ]
 
 
@@ -89,7 +95,11 @@ def test_an_overdue_pause_times_out_terminally(people, expiring_probe):
     assert pause_sweep_overdue(now=pause.expires_at + timedelta(seconds=1)) == 1
     pause.refresh_from_db()
     run.refresh_from_db()
-    assert (pause.decision, run.status, run.failure_code) == (Decision.TIMEOUT, RunStatus.FAILED, "constraints_conflict")
+    assert (pause.decision, run.status, run.failure_code) == (
+        Decision.TIMEOUT,
+        RunStatus.FAILED,
+        "constraints_conflict",
+    )
     assert expiring_probe.calls == []
     with pytest.raises(AlreadyResumed):
         decide(people.caller("bob", "web"), run)

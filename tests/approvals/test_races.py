@@ -8,9 +8,9 @@ from django.db import connection
 
 from approvals.models import Pause, PauseState
 from runs.domain.errors import AlreadyResumed
+from runs.domain.services import run_start, steering_submit
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
-from runs.domain.services import run_start, steering_submit
 from tests.conftest import requires_postgres
 
 pytestmark = [requires_postgres, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -42,8 +42,12 @@ def test_fifty_concurrent_approvals_land_exactly_once(people_tx, probe):
     run, _ = run_start(caller=people_tx.caller("alice"), query="launch", agent_id="probe")
     drain()
     callers = [people_tx.caller("bob", f"web-{i}") for i in range(50)]
-    results = in_threads(50, lambda i: steering_submit(caller=callers[i], run_id=run.pk, method="approve",
-                                                       payload={"reason": f"approver {i}"}))
+    results = in_threads(
+        50,
+        lambda i: steering_submit(
+            caller=callers[i], run_id=run.pk, method="approve", payload={"reason": f"approver {i}"}
+        ),
+    )
     landed = [r for r in results if not isinstance(r, Exception)]
     refused = [r for r in results if isinstance(r, AlreadyResumed)]
     assert len(landed) == 1 and len(refused) == 49, results
@@ -70,8 +74,12 @@ def test_concurrent_decisions_of_different_kinds_still_land_once(people_tx, prob
     run, _ = run_start(caller=people_tx.caller("alice"), query="launch", agent_id="probe")
     drain()
     bob, alice = people_tx.caller("bob", "web"), people_tx.caller("alice")
-    results = in_threads(20, lambda i: steering_submit(
-        caller=bob if i % 2 else alice, run_id=run.pk, method="reject" if i % 2 else "approve"))
+    results = in_threads(
+        20,
+        lambda i: steering_submit(
+            caller=bob if i % 2 else alice, run_id=run.pk, method="reject" if i % 2 else "approve"
+        ),
+    )
     assert sum(not isinstance(r, Exception) for r in results) == 1
     assert all(isinstance(r, AlreadyResumed) for r in results if isinstance(r, Exception))
     drain()

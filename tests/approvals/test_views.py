@@ -6,9 +6,9 @@ import pytest
 from django.test import Client
 
 from approvals.models import Decision, Pause, PauseState
+from runs.domain.services import run_start
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
-from runs.domain.services import run_start
 
 
 def parked_deploy(people, query="deploy build 7 to production", user="alice"):
@@ -54,7 +54,11 @@ def test_approving_with_edited_args_runs_the_edited_call(client, people):
     )
     assert "Approved deploy_to_production" in response.content.decode()
     pause.refresh_from_db()
-    assert (pause.decision, pause.decided_by.username, pause.decision_reason) == (Decision.APPROVE, "bob", "staging first")
+    assert (pause.decision, pause.decided_by.username, pause.decision_reason) == (
+        Decision.APPROVE,
+        "bob",
+        "staging first",
+    )
     drain()
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE and run.answer == "Deployed build 7 to staging."
@@ -117,12 +121,16 @@ def test_the_fragment_lists_only_cards(client, people):
     assert fragment.lstrip().startswith('<div class="cards"') and f"pause-{pause.pk}" in fragment
 
 
-@pytest.mark.parametrize("payload", [{"Question": "Which region?"}, {"SourceName": "GitHub", "AuthorizeURL": "https://example.test/authorize"}])
+@pytest.mark.parametrize(
+    "payload",
+    [{"Question": "Which region?"}, {"SourceName": "GitHub", "AuthorizeURL": "https://example.test/authorize"}],
+)
 def test_other_causes_render_their_own_intervention(client, people, payload):
     """A2A shows the question and an answer form; OAuth a sign-in link (rendered from the
     pause itself; the parking is the runtime's business)."""
-    from approvals.domain.services import pause_park
     from django.db import transaction
+
+    from approvals.domain.services import pause_park
     from runs.models import Run
 
     run, _ = run_start(caller=people.caller("alice"), query="count to 3", agent_id="countdown")
@@ -131,8 +139,13 @@ def test_other_causes_render_their_own_intervention(client, people, payload):
         locked = Run.objects.select_for_update().get(pk=run.pk)
         locked.status = RunStatus.RUNNING
         locked.save()
-        pause_park(run=locked, cause=cause, reason="await_input" if cause == "a2a" else "external_event",
-                   payload=payload, step=0)
+        pause_park(
+            run=locked,
+            cause=cause,
+            reason="await_input" if cause == "a2a" else "external_event",
+            payload=payload,
+            step=0,
+        )
     page = signed_in(client, "ada").get("/inbox/").content.decode()
     if cause == "a2a":
         assert "Which region?" in page and 'name="input"' in page

@@ -11,8 +11,14 @@ CHROMIUM = os.environ.get("HARBOR_CHROMIUM", "/usr/bin/chromium")
 # Screenshots land in docs/ only through bin/screenshots; the tests never touch tracked files.
 SCREENSHOTS = os.environ.get("HARBOR_SCREENSHOTS")
 ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 

@@ -16,14 +16,20 @@ def test_the_pages_raise_no_csp_violation_and_stay_live(browser, live_harbor):
     run_id = start_run(live_harbor, user="alice", agent_id="countdown", query="count to 2")
     page = sign_in(browser, live_harbor, "olivia")
     violations = []
-    page.on("console", lambda message: violations.append(message.text)
-            if "Content Security Policy" in message.text else None)
-    page.evaluate("() => document.addEventListener('securitypolicyviolation', e => console.error("
-                  "'Content Security Policy violation: ' + e.violatedDirective))")
+    page.on(
+        "console",
+        lambda message: violations.append(message.text) if "Content Security Policy" in message.text else None,
+    )
+    page.evaluate(
+        "() => document.addEventListener('securitypolicyviolation', e => console.error("
+        "'Content Security Policy violation: ' + e.violatedDirective))"
+    )
     for path in ("/console/", f"/console/runs/{run_id}/", "/inbox/", "/console/new/"):
         page.goto(path)
-        page.evaluate("() => document.addEventListener('securitypolicyviolation', e => console.error("
-                      "'Content Security Policy violation: ' + e.violatedDirective + ' ' + e.blockedURI))")
+        page.evaluate(
+            "() => document.addEventListener('securitypolicyviolation', e => console.error("
+            "'Content Security Policy violation: ' + e.violatedDirective + ' ' + e.blockedURI))"
+        )
         if path != "/console/new/":
             expect(page.locator("[data-live-indicator]")).to_have_text("live", timeout=LIVE)
     assert page.context.pages[0].url.endswith("/console/new/")

@@ -35,14 +35,23 @@ def start_run(live_harbor, *, user: str, agent_id: str, query: str) -> str:
     except RuntimeError:
         token = None
     if token:
-        response = httpx.post(f"{live_harbor.url}/v1/control/start", json={"identity": {}, "query": query, "agent_id": agent_id},
-                              headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        response = httpx.post(
+            f"{live_harbor.url}/v1/control/start",
+            json={"identity": {}, "query": query, "agent_id": agent_id},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
         if response.status_code == 200:
             return response.json()["task_id"]
-    out = live_harbor.manage("shell", "-c", (
-        "import json\nfrom runs.identity.callers import caller_resolve\nfrom runs.domain.services import run_start\n"
-        f"c = caller_resolve(tenant='acme', user={user!r}, session='cli')\n"
-        f"print(json.dumps(run_start(caller=c, query={query!r}, agent_id={agent_id!r})[0].pk))"))
+    out = live_harbor.manage(
+        "shell",
+        "-c",
+        (
+            "import json\nfrom runs.identity.callers import caller_resolve\nfrom runs.domain.services import run_start\n"
+            f"c = caller_resolve(tenant='acme', user={user!r}, session='cli')\n"
+            f"print(json.dumps(run_start(caller=c, query={query!r}, agent_id={agent_id!r})[0].pk))"
+        ),
+    )
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -53,13 +62,22 @@ def approve_elsewhere(live_harbor, *, user: str, run_id: str) -> None:
     except RuntimeError:
         token = None
     if token:
-        response = httpx.post(f"{live_harbor.url}/v1/control/approve", json={"identity": {"run": run_id}, "payload": {}},
-                              headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        response = httpx.post(
+            f"{live_harbor.url}/v1/control/approve",
+            json={"identity": {"run": run_id}, "payload": {}},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
         assert response.status_code == 200, response.text
         return
-    live_harbor.manage("shell", "-c", (
-        "from runs.identity.callers import caller_resolve\nfrom runs.domain.services import steering_submit\n"
-        f"steering_submit(caller=caller_resolve(tenant='acme', user={user!r}, session='cli'), run_id={run_id!r}, method='approve')"))
+    live_harbor.manage(
+        "shell",
+        "-c",
+        (
+            "from runs.identity.callers import caller_resolve\nfrom runs.domain.services import steering_submit\n"
+            f"steering_submit(caller=caller_resolve(tenant='acme', user={user!r}, session='cli'), run_id={run_id!r}, method='approve')"
+        ),
+    )
 
 
 def no_reload_marker(page: Page) -> None:

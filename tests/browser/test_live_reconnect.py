@@ -13,10 +13,15 @@ pytestmark = pytest.mark.browser
 
 
 def run_sequences(live_harbor, run_id: str) -> list[int]:
-    out = live_harbor.manage("shell", "-c", (
-        "import json\nfrom runs.models import Event\n"
-        f"print(json.dumps(list(Event.objects.filter(run_id={run_id!r}).order_by('sequence')"
-        ".values_list('sequence', flat=True))))"))
+    out = live_harbor.manage(
+        "shell",
+        "-c",
+        (
+            "import json\nfrom runs.models import Event\n"
+            f"print(json.dumps(list(Event.objects.filter(run_id={run_id!r}).order_by('sequence')"
+            ".values_list('sequence', flat=True))))"
+        ),
+    )
     return json.loads(out.strip().splitlines()[-1])
 
 

@@ -48,8 +48,10 @@ def failures(topo, run_ids) -> list:
 def open_pauses(api: httpx.Client, run_ids) -> list[dict]:
     run_ids, snapshots = list(run_ids), []
     for chunk in range(0, len(run_ids), 50):  # a filter list holds at most 50 items (payload bounds)
-        response = api.post("/v1/pause/list", json={
-            "identity": {}, "filter": {"run_ids": run_ids[chunk:chunk + 50]}, "page_size": 200})
+        response = api.post(
+            "/v1/pause/list",
+            json={"identity": {}, "filter": {"run_ids": run_ids[chunk : chunk + 50]}, "page_size": 200},
+        )
         assert response.status_code == 200, response.text
         snapshots += response.json()["snapshots"]
     return snapshots
@@ -108,8 +110,10 @@ def decision_landed(answers: list) -> bool:
 
 def event_log(topo, run_ids, after: int = 0) -> list[tuple[int, str, str]]:
     """(sequence, type, run) of the runs' events in the log, in sequence order."""
-    return topo.sql("SELECT sequence, type, run_id FROM runs_event WHERE run_id = ANY(%s) AND sequence > %s "
-                    "ORDER BY sequence", (list(run_ids), after))
+    return topo.sql(
+        "SELECT sequence, type, run_id FROM runs_event WHERE run_id = ANY(%s) AND sequence > %s ORDER BY sequence",
+        (list(run_ids), after),
+    )
 
 
 def event_head(topo, tenant: str = "acme") -> int:
@@ -118,8 +122,11 @@ def event_head(topo, tenant: str = "acme") -> int:
 
 def ledger(topo, run_ids) -> list[tuple]:
     """(run, step, attempt, tool, outcome) of every tool-body execution."""
-    return topo.sql("SELECT run_id, step, attempt, tool, outcome FROM runs_toolcall WHERE run_id = ANY(%s) "
-                    "ORDER BY run_id, step, attempt", (list(run_ids),))
+    return topo.sql(
+        "SELECT run_id, step, attempt, tool, outcome FROM runs_toolcall WHERE run_id = ANY(%s) "
+        "ORDER BY run_id, step, attempt",
+        (list(run_ids),),
+    )
 
 
 def ledger_problems(rows, run_ids, steps: int, lost_allowed=frozenset()) -> list[str]:
@@ -207,8 +214,9 @@ class SseFollower(_Follower):
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream"}
         if self.cursor is not None:
             headers["Last-Event-ID"] = str(self.cursor)
-        with httpx.stream("GET", f"{self.url}/v1/events", headers=headers,
-                          timeout=httpx.Timeout(5, read=40)) as response:
+        with httpx.stream(
+            "GET", f"{self.url}/v1/events", headers=headers, timeout=httpx.Timeout(5, read=40)
+        ) as response:
             if response.status_code != 200:
                 raise RuntimeError(f"SSE answered {response.status_code}")
             self.connections += 1
@@ -243,8 +251,12 @@ class WsFollower(_Follower):
         parts = urlsplit(self.url)
         query = f"?after={self.cursor}" if self.cursor is not None else ""
         try:
-            with connect(f"ws://{parts.netloc}/ws/events/{query}", open_timeout=5, close_timeout=1,
-                         additional_headers={"Cookie": self.cookie, "Origin": self.url}) as socket:
+            with connect(
+                f"ws://{parts.netloc}/ws/events/{query}",
+                open_timeout=5,
+                close_timeout=1,
+                additional_headers={"Cookie": self.cookie, "Origin": self.url},
+            ) as socket:
                 self.connections += 1
                 while not self.stopping.is_set():
                     try:

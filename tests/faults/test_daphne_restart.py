@@ -30,8 +30,8 @@ def test_an_sse_client_resumes_after_a_daphne_restart_with_every_event_once_in_o
         topology.start_process("daphne0")
         wait_runs(topology, runs, "complete", timeout=90)
         assert stream.wait_for(
-            lambda got: sum(e["type"] == "task.completed" and e["run"] in mine for e in got) == len(runs),
-            timeout=30), f"the stream did not catch up: {stream.breaks[-3:]}"
+            lambda got: sum(e["type"] == "task.completed" and e["run"] in mine for e in got) == len(runs), timeout=30
+        ), f"the stream did not catch up: {stream.breaks[-3:]}"
     finally:
         stream.stop()
 

@@ -7,7 +7,13 @@ import time
 from tests.conftest import requires_postgres, requires_redis
 
 from .client import (
-    WsFollower, approve_until_answered, decision_landed, event_head, event_log, start_run, wait_open_pauses,
+    WsFollower,
+    approve_until_answered,
+    decision_landed,
+    event_head,
+    event_log,
+    start_run,
+    wait_open_pauses,
     wait_runs,
 )
 
@@ -39,8 +45,11 @@ def test_a_redis_restart_loses_no_decision_and_no_event(topology):
         lost = {run: a for run, a in answers.items() if not decision_landed(a)}
         if lost:
             problems.append(f"decisions not acknowledged (200, or retryable then 200/409): {lost}")
-        unclear = {run: a for run, a in answers.items()
-                   if any(status not in (200, 409, 429, 502, 503, 504, "transport") for status, _ in a)}
+        unclear = {
+            run: a
+            for run, a in answers.items()
+            if any(status not in (200, 409, 429, 502, 503, 504, "transport") for status, _ in a)
+        }
         if unclear:
             problems.append(f"answers that are neither success nor a retryable error: {unclear}")
         try:
@@ -48,7 +57,8 @@ def test_a_redis_restart_loses_no_decision_and_no_event(topology):
         except AssertionError as error:
             problems.append(str(error))
         done = inbox.wait_for(
-            lambda got: sum(e["type"] == "task.completed" and e["run"] in mine for e in got) == len(runs), timeout=20)
+            lambda got: sum(e["type"] == "task.completed" and e["run"] in mine for e in got) == len(runs), timeout=20
+        )
     finally:
         inbox.stop()
         api.close()
@@ -61,12 +71,16 @@ def test_a_redis_restart_loses_no_decision_and_no_event(topology):
     got = inbox.sequences(mine)
     missing = [(sequence, kind) for sequence, kind, _ in log if sequence not in set(got)]
     if not done or missing:
-        problems.append(f"the inbox missed {len(missing)} of {len(expected)} events {missing[:20]} (connections "
-                        f"{inbox.connections}, closes {inbox.close_codes}, breaks {inbox.breaks[-3:]})")
+        problems.append(
+            f"the inbox missed {len(missing)} of {len(expected)} events {missing[:20]} (connections "
+            f"{inbox.connections}, closes {inbox.close_codes}, breaks {inbox.breaks[-3:]})"
+        )
     if len(got) != len(set(got)):
         problems.append("the inbox got an event twice")
     elif not missing and got != expected:
         first = next(i for i, (a, b) in enumerate(zip(got, got[1:])) if a > b)
-        problems.append(f"the inbox got events out of order: ...{got[max(0, first - 2):first + 3]}... "
-                        "(a client resuming with ?after=<last sequence> would skip the earlier ones)")
+        problems.append(
+            f"the inbox got events out of order: ...{got[max(0, first - 2) : first + 3]}... "
+            "(a client resuming with ?after=<last sequence> would skip the earlier ones)"
+        )
     assert not problems, "\n".join(problems)

@@ -11,7 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 from tests.conftest import requires_postgres, requires_redis
 
 from .client import (
-    approve_until_answered, decision_landed, ledger, ledger_problems, open_pauses, runs_status, start_run,
+    approve_until_answered,
+    decision_landed,
+    ledger,
+    ledger_problems,
+    open_pauses,
+    runs_status,
+    start_run,
 )
 
 pytestmark = [requires_postgres, requires_redis]
@@ -55,8 +61,9 @@ def test_a_soak_of_gated_runs_under_worker_kills_loses_nothing_and_repeats_nothi
     began = time.monotonic()
     api = topology.api(timeout=60)
     with ThreadPoolExecutor(8) as pool:
-        runs = list(pool.map(lambda _: start_run(api, f"work 0.05 seconds, {GATES} times, gated", "long_task"),
-                             range(RUNS)))
+        runs = list(
+            pool.map(lambda _: start_run(api, f"work 0.05 seconds, {GATES} times, gated", "long_task"), range(RUNS))
+        )
     killer = Killer(topology, runs)
     killer.start()
     answers: dict[str, list] = {}  # one decision per pause token, with every answer it got
@@ -69,8 +76,9 @@ def test_a_soak_of_gated_runs_under_worker_kills_loses_nothing_and_repeats_nothi
                 fresh = [p for p in open_pauses(api, runs) if p["token"] not in answers]
                 for pause in fresh:
                     answers[pause["token"]] = None
-                for pause, result in zip(fresh, pool.map(
-                        lambda p: approve_until_answered(api, p["run"], p["token"]), fresh)):
+                for pause, result in zip(
+                    fresh, pool.map(lambda p: approve_until_answered(api, p["run"], p["token"]), fresh)
+                ):
                     answers[pause["token"]] = result
                 if not fresh:
                     time.sleep(0.2)
@@ -89,10 +97,14 @@ def test_a_soak_of_gated_runs_under_worker_kills_loses_nothing_and_repeats_nothi
 
     undecided = {t[:12]: a for t, a in answers.items() if not decision_landed(a)}
     assert not undecided, f"decisions lost: {list(undecided.items())[:5]}"
-    pauses = topology.sql("SELECT run_id, state, decision, count(*) FROM approvals_pause WHERE run_id = ANY(%s) "
-                          "GROUP BY run_id, state, decision", (runs,))
-    assert sorted(pauses) == sorted((run, "resumed", "approve", GATES) for run in runs), \
+    pauses = topology.sql(
+        "SELECT run_id, state, decision, count(*) FROM approvals_pause WHERE run_id = ANY(%s) "
+        "GROUP BY run_id, state, decision",
+        (runs,),
+    )
+    assert sorted(pauses) == sorted((run, "resumed", "approve", GATES) for run in runs), (
         f"expected {GATES} approved gates per run, no gate asked twice: {[p for p in pauses if p[1:] != ('resumed', 'approve', GATES)][:5]}"
+    )
     assert len(answers) == RUNS * GATES
 
     problems = ledger_problems(ledger(topology, runs), runs, steps=GATES, lost_allowed=killer.in_flight)

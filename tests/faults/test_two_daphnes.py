@@ -49,8 +49,9 @@ def test_a_pause_started_through_one_daphne_reaches_an_inbox_on_the_other_and_is
         alice.close()
         [client.close() for client in bob]
 
-    decided = topology.sql("SELECT run_id, state, decision, decided_by_id IS NOT NULL FROM approvals_pause "
-                           "WHERE run_id = ANY(%s)", (runs,))
+    decided = topology.sql(
+        "SELECT run_id, state, decision, decided_by_id IS NOT NULL FROM approvals_pause WHERE run_id = ANY(%s)", (runs,)
+    )
     assert sorted(row[0] for row in decided) == sorted(runs), "one pause per run"
     assert {row[1:] for row in decided} == {("resumed", "approve", True)}
     log = event_log(topology, runs)

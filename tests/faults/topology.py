@@ -41,12 +41,19 @@ class Topology:
         self.restarts: dict[str, int] = {}
         self._tokens: dict[tuple, str] = {}
         key = ec.generate_private_key(ec.SECP256R1())
-        (self.var / "jwt.key").write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-        (self.var / "jwt.pub").write_bytes(key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-        base = {k: v for k, v in os.environ.items()
-                if k not in ("HARBOR_TEST_DB", "DJANGO_SETTINGS_MODULE", "HARBOR_JWT_PUBLIC_KEYS")}
+        (self.var / "jwt.key").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        (self.var / "jwt.pub").write_bytes(
+            key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        )
+        base = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("HARBOR_TEST_DB", "DJANGO_SETTINGS_MODULE", "HARBOR_JWT_PUBLIC_KEYS")
+        }
         self.env = {
             **base,
             "DATABASE_URL": f"{self.pg_base}/{self.database}",
@@ -89,18 +96,53 @@ class Topology:
 
     def _argv(self, name: str) -> list[str]:
         if name == "redis":
-            return ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--dir", str(self.var)]
+            return [
+                "redis-server",
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.var),
+            ]
         if name.startswith("daphne"):
-            port = self.ports[int(name[len("daphne"):])]
+            port = self.ports[int(name[len("daphne") :])]
             return [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "harbor_site.asgi:application"]
         if name.startswith("worker"):
             # INFO only so that "ready." shows in the log; the app's own logger stays at WARNING.
-            return [PYTHON, "-m", "celery", "-A", "harbor_site", "worker", "--concurrency", "1",
-                    "-n", f"{name}@%h", "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
+            return [
+                PYTHON,
+                "-m",
+                "celery",
+                "-A",
+                "harbor_site",
+                "worker",
+                "--concurrency",
+                "1",
+                "-n",
+                f"{name}@%h",
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+            ]
         if name == "beat":
-            return [PYTHON, "-m", "celery", "-A", "harbor_site", "beat", "--loglevel", "WARNING",
-                    "-s", str(self.var / "beat-schedule")]
+            return [
+                PYTHON,
+                "-m",
+                "celery",
+                "-A",
+                "harbor_site",
+                "beat",
+                "--loglevel",
+                "WARNING",
+                "-s",
+                str(self.var / "beat-schedule"),
+            ]
         raise ValueError(name)
 
     def log(self, name: str) -> Path:
@@ -112,8 +154,9 @@ class Topology:
         out = open(self.log(name), "a")
         out.write(f"\n=== start #{self.restarts[name]} at {time.time():.3f}\n")
         out.flush()
-        self.procs[name] = subprocess.Popen(self._argv(name), cwd=ROOT, env=self.env, stdout=out,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            self._argv(name), cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         out.close()
         if wait:
             self._wait_ready(name)
@@ -161,12 +204,12 @@ class Topology:
                 return False
         if name.startswith("daphne"):
             try:
-                return httpx.get(f"{self.url(int(name[len('daphne'):]))}/healthz", timeout=2).status_code == 200
+                return httpx.get(f"{self.url(int(name[len('daphne') :]))}/healthz", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return False
         if name.startswith("worker"):
             text = self.log(name).read_text()
-            return " ready." in text[text.rfind(mark):]
+            return " ready." in text[text.rfind(mark) :]
         return True  # beat has no readiness signal; it only publishes
 
     # --- talking to it --------------------------------------------------------------------
@@ -184,22 +227,37 @@ class Topology:
     def token(self, user: str = "alice", session: str = "s1", tenant: str = "acme") -> str:
         key = (tenant, user, session)
         if key not in self._tokens:
-            self._tokens[key] = self.manage("harbor_token", "--tenant", tenant, "--user", user, "--session", session,
-                                            "--private-key", str(self.var / "jwt.key")).strip()
+            self._tokens[key] = self.manage(
+                "harbor_token",
+                "--tenant",
+                tenant,
+                "--user",
+                user,
+                "--session",
+                session,
+                "--private-key",
+                str(self.var / "jwt.key"),
+            ).strip()
         return self._tokens[key]
 
     def api(self, index: int = 0, user: str = "alice", session: str = "s1", **kwargs) -> httpx.Client:
-        return httpx.Client(base_url=self.url(index), timeout=kwargs.pop("timeout", 30),
-                            headers={"Authorization": f"Bearer {self.token(user, session)}"}, **kwargs)
+        return httpx.Client(
+            base_url=self.url(index),
+            timeout=kwargs.pop("timeout", 30),
+            headers={"Authorization": f"Bearer {self.token(user, session)}"},
+            **kwargs,
+        )
 
     def login_cookies(self, user: str = "alice", index: int = 0) -> httpx.Cookies:
         """Sign in through the login page (with its CSRF token) and return the session cookies."""
         with httpx.Client(base_url=self.url(index), timeout=30) as client:
             page = client.get("/login/")
             csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-            done = client.post("/login/", data={"csrfmiddlewaretoken": csrf, "username": user,
-                                                "password": self.logins[user]},
-                               headers={"Origin": self.url(index), "Referer": f"{self.url(index)}/login/"})
+            done = client.post(
+                "/login/",
+                data={"csrfmiddlewaretoken": csrf, "username": user, "password": self.logins[user]},
+                headers={"Origin": self.url(index), "Referer": f"{self.url(index)}/login/"},
+            )
             assert done.status_code == 302, (done.status_code, done.text[:500])
             assert "sessionid" in client.cookies, "login did not set a session cookie"
             return client.cookies

@@ -8,8 +8,8 @@ import time
 import pytest
 from django.test import override_settings
 
-from runs.models import Run, RunStatus
 from runs.domain.services import run_start
+from runs.models import Run, RunStatus
 from runs.tasks import dispatch
 from tests.conftest import requires_postgres, requires_redis
 from tests.runs.test_runtime import _worker_env
@@ -23,9 +23,25 @@ def celery_worker(tmp_path):
     env.update(HARBOR_EXECUTOR="celery", HARBOR_TICK_SECONDS="0.05", HARBOR_SWEEP_SECONDS="1")
     log = open(tmp_path / "worker.log", "w")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "harbor_site", "worker", "--concurrency", "2", "--loglevel", "INFO",
-         "--without-gossip", "--without-mingle", "-n", f"test-{time.monotonic_ns()}@%h"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "harbor_site",
+            "worker",
+            "--concurrency",
+            "2",
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "-n",
+            f"test-{time.monotonic_ns()}@%h",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     dispatch.app.control.purge()
     yield worker
@@ -45,8 +61,9 @@ def wait_for(predicate, timeout: float = 60) -> None:
 
 def test_a_dispatch_task_delivered_twice_does_not_execute_a_step_twice(people_tx, celery_worker):
     with override_settings(HARBOR_EXECUTOR="celery"):
-        runs = [run_start(caller=people_tx.caller("alice"), query="count to 6", agent_id="countdown")[0]
-                for _ in range(2)]  # each start sends a dispatch task on commit
+        runs = [
+            run_start(caller=people_tx.caller("alice"), query="count to 6", agent_id="countdown")[0] for _ in range(2)
+        ]  # each start sends a dispatch task on commit
     for _ in range(3):
         dispatch.delay()  # duplicate deliveries
     wait_for(lambda: Run.objects.filter(pk__in=[r.pk for r in runs], status=RunStatus.COMPLETE).count() == 2)

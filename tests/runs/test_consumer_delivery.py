@@ -44,7 +44,7 @@ async def receive_until(communicator, last: int, timeout: float = 10) -> list[in
     while not seen or seen[-1] < last:
         try:
             seen.append((await communicator.receive_json_from(timeout=timeout))["sequence"])
-        except asyncio.TimeoutError:
+        except TimeoutError:
             break
     return seen
 
@@ -79,7 +79,7 @@ async def test_an_event_committed_while_the_socket_connects_is_not_lost(people_t
     assert connected and injected
     after = await logged(run)
     assert len(after) == len(before) + 1
-    assert await receive_until(olivia, after[-1], timeout=3) == after[len(before):]
+    assert await receive_until(olivia, after[-1], timeout=3) == after[len(before) :]
     assert await olivia.receive_nothing(timeout=0.3)
     await olivia.disconnect()
 
@@ -92,7 +92,7 @@ async def test_a_burst_faster_than_the_socket_reads_loses_nothing(people_tx):
     olivia, _, _ = await connect(f"/ws/events/?run={run.pk}", user="olivia")
     before = await logged()
     await emit(run, 600)
-    burst = (await logged())[len(before):]
+    burst = (await logged())[len(before) :]
     assert len(burst) == 600
     assert await receive_until(bob, burst[-1]) == burst
     assert await receive_until(olivia, burst[-1]) == burst
@@ -151,7 +151,9 @@ class Redis:
     def start(self) -> None:
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 10
         while subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True).stdout != b"PONG\n":
             assert time.monotonic() < deadline, "redis-server did not start"
@@ -168,8 +170,12 @@ def own_redis(settings):
         pytest.skip("needs redis-server")
     redis = Redis()
     redis.start()
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                           "CONFIG": {"hosts": [f"redis://127.0.0.1:{redis.port}/0"]}}}
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [f"redis://127.0.0.1:{redis.port}/0"]},
+        }
+    }
     settings.HARBOR_STREAM_POLL_SECONDS = 0.2
     settings.HARBOR_WS_RECHECK_SECONDS = 60  # after the restart, only a live nudge is this quick
     channel_layers.backends.clear()
@@ -191,7 +197,7 @@ async def test_a_socket_survives_a_redis_restart(people_tx, own_redis):
         started = time.monotonic()
         await emit(run, count)
         assert time.monotonic() - started < 5  # commits never wait on a dead layer
-        new = (await logged())[len(before):]
+        new = (await logged())[len(before) :]
         seen.extend(await receive_until(bob, new[-1], timeout=5))
         return new
 

@@ -1,16 +1,15 @@
 """The websocket stream of the pages (PROTOCOL §5, websockets), through the real ASGI
 application: origin check, session auth, permission-filtered delivery and replay."""
 
-
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from harbor_site.asgi import application
-from runs.models import Event
-from runs.identity.permissions import membership_revoke
 from runs.domain.services import run_start
+from runs.identity.permissions import membership_revoke
+from runs.models import Event
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -59,10 +58,17 @@ async def test_a_foreign_origin_is_refused_even_with_a_valid_session(people_tx):
     assert not connected
 
 
-@pytest.mark.parametrize("origin", [
-    "http://testserver:9999", "https://testserver", "ws://testserver", "http://evil.testserver", "null",
-    "http://trusted.example",
-])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://testserver:9999",
+        "https://testserver",
+        "ws://testserver",
+        "http://evil.testserver",
+        "null",
+        "http://trusted.example",
+    ],
+)
 async def test_an_origin_must_match_scheme_host_and_port(people_tx, settings, origin):
     settings.CSRF_TRUSTED_ORIGINS = ["https://trusted.example:8443"]
     communicator, connected, _ = await connect(user="bob", origin=(b"origin", origin.encode()))
@@ -125,7 +131,9 @@ async def test_replay_after_a_reconnect_misses_nothing(people_tx):
     from runs.runtime.dispatch import drain
 
     await database_sync_to_async(drain)()
-    logged = await database_sync_to_async(lambda: list(Event.objects.filter(run_id=run.pk).order_by("sequence").values_list("sequence", "type")))()
+    logged = await database_sync_to_async(
+        lambda: list(Event.objects.filter(run_id=run.pk).order_by("sequence").values_list("sequence", "type"))
+    )()
     assert len(logged) > 3 and logged[-1][1] == "task.completed"
     again, connected, _ = await connect(f"/ws/events/?run={run.pk}&after={seen[-1]}", user="olivia")
     assert connected
@@ -205,8 +213,8 @@ def switched_session_cookie(username: str, tenant: str) -> tuple[bytes, bytes]:
     """A person in two tenants, signed in, who switched the pages to `tenant`."""
     from django.contrib.auth import get_user_model
 
-    from runs.models import Role, Tenant
     from runs.identity.permissions import membership_grant
+    from runs.models import Role, Tenant
 
     user = get_user_model().objects.get(username=username)
     membership_grant(tenant=Tenant.objects.get(slug=tenant), user=user, role=Role.OPERATOR)

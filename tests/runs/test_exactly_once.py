@@ -11,9 +11,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from approvals.models import Cause, Decision, Pause
 from approvals.domain.services import pause_sweep_overdue
+from approvals.models import Cause, Decision, Pause
 from runs.domain.errors import AlreadyResumed, HarborError, NotFound
+from runs.domain.services import run_start, steering_submit
 from runs.models import Event, Run, RunStatus, ToolCall
 from runs.runtime import handles
 from runs.runtime.dispatch import drain
@@ -21,7 +22,6 @@ from runs.runtime.lease import Lease
 from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent, unregister_agent
 from runs.runtime.tools import Tool
-from runs.domain.services import run_start, steering_submit
 from tests.approvals.test_races import in_threads
 from tests.conftest import requires_postgres
 
@@ -128,7 +128,9 @@ def test_an_approval_survives_an_operator_pause_before_the_call_runs(people, pro
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE and probe.calls == [{"target": "moon"}]
     assert list(Pause.objects.filter(run=run).order_by("created_at").values_list("cause", flat=True)) == [
-        Cause.HITL_APPROVAL, Cause.OPERATOR]  # the gate opened once
+        Cause.HITL_APPROVAL,
+        Cause.OPERATOR,
+    ]  # the gate opened once
     assert ledger(run) == [(0, 1, "completed")]
 
 
@@ -144,8 +146,11 @@ def test_edited_arguments_travel_with_the_approval(people, probe):
 
 
 def open_sockets() -> int:
-    return sum(os.readlink(f"/proc/self/fd/{fd}").startswith("socket:") for fd in os.listdir("/proc/self/fd")
-               if os.path.exists(f"/proc/self/fd/{fd}"))
+    return sum(
+        os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        for fd in os.listdir("/proc/self/fd")
+        if os.path.exists(f"/proc/self/fd/{fd}")
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -177,8 +182,14 @@ def leaky():
         def decide(self, view):
             return CallTool("explode" if view.history else "open_pair", {})
 
-    register_agent(Agent(id="leaky", description="test", planner=Planner,
-                         tools={"open_pair": Tool("open_pair", open_pair), "explode": Tool("explode", explode)}))
+    register_agent(
+        Agent(
+            id="leaky",
+            description="test",
+            planner=Planner,
+            tools={"open_pair": Tool("open_pair", open_pair), "explode": Tool("explode", explode)},
+        )
+    )
     yield
     unregister_agent("leaky")
 
@@ -195,6 +206,7 @@ def test_a_failed_run_releases_its_live_handles(people_tx, leaky):
 
 
 # --- Races on PostgreSQL (real threads, real row locks) -----------------------------------------
+
 
 def race(test):
     return requires_postgres(pytest.mark.postgres(pytest.mark.django_db(transaction=True)(test)))
@@ -222,9 +234,12 @@ def test_race_operator_pause_against_dispatch_after_an_approval(people_tx, probe
 def test_race_cancel_against_approve(people_tx, probe, attempt):
     run = start(people_tx, "launch", "probe")
     drain()
-    results = in_threads(2, lambda i: steer(people_tx, run, "cancel") if i else steer(people_tx, run, "approve", who="bob"))
-    assert all(r is not None and not isinstance(r, Exception) or isinstance(r, (AlreadyResumed, NotFound))
-               for r in results), results
+    results = in_threads(
+        2, lambda i: steer(people_tx, run, "cancel") if i else steer(people_tx, run, "approve", who="bob")
+    )
+    assert all(
+        r is not None and not isinstance(r, Exception) or isinstance(r, (AlreadyResumed, NotFound)) for r in results
+    ), results
     drain()
     run.refresh_from_db()
     pause = Pause.objects.get(run=run)
@@ -239,7 +254,9 @@ def test_race_timeout_sweep_against_approve(people_tx, expiring_probe, attempt):
     run = start(people_tx, "launch", "probe")
     drain()
     later = timezone.now() + timedelta(hours=1)
-    results = in_threads(2, lambda i: pause_sweep_overdue(now=later) if i else steer(people_tx, run, "approve", who="bob"))
+    results = in_threads(
+        2, lambda i: pause_sweep_overdue(now=later) if i else steer(people_tx, run, "approve", who="bob")
+    )
     assert all(not isinstance(r, Exception) or isinstance(r, AlreadyResumed) for r in results), results
     drain()
     run.refresh_from_db()
@@ -254,8 +271,9 @@ def test_race_timeout_sweep_against_approve(people_tx, expiring_probe, attempt):
 @race
 def test_race_concurrent_starts_with_one_idempotency_key(people_tx):
     callers = [people_tx.caller("alice") for _ in range(10)]
-    results = in_threads(10, lambda i: run_start(caller=callers[i], query="count to 1", agent_id="countdown",
-                                                 idempotency_key="same-key"))
+    results = in_threads(
+        10, lambda i: run_start(caller=callers[i], query="count to 1", agent_id="countdown", idempotency_key="same-key")
+    )
     assert not [r for r in results if isinstance(r, Exception)], results
     assert len({run.pk for run, _ in results}) == 1 and [reused for _, reused in results].count(False) == 1
     assert Run.objects.count() == 1
@@ -364,8 +382,13 @@ def test_a_tool_that_signals_a_pause_goes_on_with_the_answer(people):
 
     def ask(args, ctx):
         if ctx.resumed is None:
-            raise ToolPause(cause=Cause.A2A, reason="await_input", payload={"Question": "Which date?"},
-                            companion="a2a.input_required", summary="the travel desk asks")
+            raise ToolPause(
+                cause=Cause.A2A,
+                reason="await_input",
+                payload={"Question": "Which date?"},
+                companion="a2a.input_required",
+                summary="the travel desk asks",
+            )
         return {"date": ctx.resumed["input"]}
 
     class Planner:

@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from runs.domain import selectors
-from runs.models import Role, Run
 from runs.identity.permissions import membership_grant
+from runs.models import Role, Run
 
 
 @pytest.fixture
@@ -101,7 +101,6 @@ def test_a_single_tenant_person_sees_no_switcher(people):
     client = Client()
     client.force_login(get_user_model().objects.get(username="alice"))
     assert 'name="tenant"' not in client.get("/console/").content.decode()
-
 
 
 def test_an_account_made_with_capitals_is_stored_normalised_and_signs_in(people):

@@ -2,9 +2,9 @@ import pytest
 
 from approvals.models import Pause
 from runs.domain.audit import AuditImmutable
+from runs.domain.services import run_start, steering_submit
 from runs.models import Event, Instruction, SteeringInstruction
 from runs.runtime.dispatch import drain
-from runs.domain.services import run_start, steering_submit
 
 
 def test_the_steering_taxonomy_is_exactly_nine_instructions():

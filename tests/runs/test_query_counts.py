@@ -4,8 +4,8 @@ bin/bench, not in tests)."""
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.runtime.dispatch import drain
 from runs.domain.services import run_start, steering_submit
+from runs.runtime.dispatch import drain
 
 # One run of a one-gate agent: start, advance to the gate, approve, advance to the end.
 CYCLE_CEILING = 95  # 92 today on SQLite and PostgreSQL (savepoints not counted)

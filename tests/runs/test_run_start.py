@@ -1,8 +1,8 @@
 import pytest
 
 from runs.domain.errors import InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
-from runs.models import Event, Run, RunStatus
 from runs.domain.services import run_start
+from runs.models import Event, Run, RunStatus
 from tests.conftest import db_snapshot
 
 
@@ -11,7 +11,11 @@ def test_start_creates_a_pending_run_owned_by_the_caller_and_narrates_it(people)
     assert not reused and run.status == RunStatus.PENDING
     assert (run.tenant, run.owner.username, run.session, run.priority) == (people.acme, "alice", "s1", -5)
     spawned = Event.objects.get(run=run)
-    assert spawned.type == "task.spawned" and spawned.payload == {"TaskID": run.pk, "Priority": -5, "ParentTaskID": None}
+    assert spawned.type == "task.spawned" and spawned.payload == {
+        "TaskID": run.pk,
+        "Priority": -5,
+        "ParentTaskID": None,
+    }
 
 
 def test_a_priority_above_the_default_needs_the_admin_scope(people):
@@ -26,8 +30,9 @@ def test_an_idempotency_key_is_per_identity(people):
     first, _ = run_start(caller=people.caller("alice"), query="q", agent_id="countdown", idempotency_key="k1")
     again, reused = run_start(caller=people.caller("alice"), query="other", agent_id="countdown", idempotency_key="k1")
     assert reused and again.pk == first.pk
-    other_session, reused = run_start(caller=people.caller("alice", "s2"), query="q", agent_id="countdown",
-                                      idempotency_key="k1")
+    other_session, reused = run_start(
+        caller=people.caller("alice", "s2"), query="q", agent_id="countdown", idempotency_key="k1"
+    )
     assert not reused and other_session.pk != first.pk
     assert Run.objects.count() == 2
 

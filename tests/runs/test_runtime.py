@@ -12,13 +12,13 @@ from django.utils import timezone
 
 from approvals.models import Cause, Decision, Pause
 from runs.domain.errors import InvalidRequest, ScopeMismatch
+from runs.domain.services import run_start, steering_submit
 from runs.models import Event, Run, RunStatus
 from runs.runtime.dispatch import drain
 from runs.runtime.loop import advance
 from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent, unregister_agent
 from runs.runtime.tools import Tool
-from runs.domain.services import run_start, steering_submit
 
 
 def start(people, query="count to 3", agent="countdown", who="alice", **kwargs) -> Run:
@@ -55,8 +55,7 @@ class Scripted:
                     return CallTool("work", {"n": len(view.history) + 1})
                 return Finish("done")
 
-        register_agent(Agent(id="scripted", description="test", planner=Planner,
-                             tools={"work": Tool("work", work)}))
+        register_agent(Agent(id="scripted", description="test", planner=Planner, tools={"work": Tool("work", work)}))
 
 
 @pytest.fixture
@@ -167,9 +166,15 @@ def test_prioritize_changes_dispatch_order_and_needs_admin(people):
     steer(people, third, "prioritize", {"priority": 10}, who="ada")
     assert drain(limit=1) == 1
     assert [Run.objects.get(pk=r.pk).status for r in (first, second, third)] == [
-        RunStatus.PENDING, RunStatus.PENDING, RunStatus.COMPLETE]
+        RunStatus.PENDING,
+        RunStatus.PENDING,
+        RunStatus.COMPLETE,
+    ]
     assert Event.objects.get(run=third, type="task.prioritised").payload == {
-        "TaskID": third.pk, "PriorPriority": 0, "NewPriority": 10}
+        "TaskID": third.pk,
+        "PriorPriority": 0,
+        "NewPriority": 10,
+    }
 
 
 def test_a_live_handle_resumes_in_the_same_process(people):
@@ -200,7 +205,10 @@ def test_a_resume_in_another_process_fails_loudly_naming_the_handle(people_tx):
     steer(people, run, "resume")
     worker = subprocess.run(
         [sys.executable, "manage.py", "harbor_worker", "--until-idle"],
-        env=_worker_env(), capture_output=True, text=True, timeout=120,
+        env=_worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert worker.returncode == 0, worker.stderr
     run.refresh_from_db()

@@ -5,9 +5,9 @@ from django.contrib.sessions.models import Session
 from django.test import Client
 
 from approvals.models import Pause
+from runs.domain.services import run_start
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
-from runs.domain.services import run_start
 
 
 def _signed_in_client(name):

@@ -3,9 +3,9 @@
 import pytest
 
 from runs.domain.errors import InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
+from runs.domain.services import run_start, steering_submit
 from runs.models import SteeringInstruction
 from runs.runtime.dispatch import drain
-from runs.domain.services import run_start, steering_submit
 from tests.conftest import db_snapshot
 
 
@@ -49,8 +49,11 @@ def test_malformed_steering_is_refused_and_changes_nothing(people, run, method, 
 
 def test_another_tenant_and_unknown_runs_are_not_found(people, run):
     before = db_snapshot()
-    for caller, run_id in [(people.caller("gina"), run.pk), (people.caller("alice"), "01NOSUCHRUN"),
-                           (people.caller("alice"), 42)]:
+    for caller, run_id in [
+        (people.caller("gina"), run.pk),
+        (people.caller("alice"), "01NOSUCHRUN"),
+        (people.caller("alice"), 42),
+    ]:
         with pytest.raises(NotFound):
             steering_submit(caller=caller, run_id=run_id, method="cancel")
     assert db_snapshot() == before
@@ -67,22 +70,26 @@ def test_a_terminal_run_takes_no_more_steering(people, run):
 
 def test_scope_is_checked_per_method(people, run):
     with pytest.raises(NotFound):  # another member cannot see the run at all
-        steering_submit(caller=people.caller("mallory"), run_id=run.pk, method="user_message",
-                        payload={"message": "hi"})
+        steering_submit(
+            caller=people.caller("mallory"), run_id=run.pk, method="user_message", payload={"message": "hi"}
+        )
     with pytest.raises(ScopeMismatch):  # the owner is below admin for prioritize
         steering_submit(caller=people.caller("alice"), run_id=run.pk, method="prioritize", payload={"priority": 1})
     # An operator steers as if the owner; the admin scope claim allows prioritize.
     steering_submit(caller=people.caller("olivia"), run_id=run.pk, method="redirect", payload={"goal": "g"})
-    steering_submit(caller=people.caller("alice", scopes=["admin"]), run_id=run.pk, method="prioritize",
-                    payload={"priority": 3})
+    steering_submit(
+        caller=people.caller("alice", scopes=["admin"]), run_id=run.pk, method="prioritize", payload={"priority": 3}
+    )
 
 
 def test_a_repeated_event_id_is_acknowledged_and_applied_once(people, run):
     alice = people.caller("alice")
-    first = steering_submit(caller=alice, run_id=run.pk, method="user_message", payload={"message": "hi"},
-                            event_id="evt-1")
-    again = steering_submit(caller=alice, run_id=run.pk, method="user_message", payload={"message": "hi"},
-                            event_id="evt-1")
+    first = steering_submit(
+        caller=alice, run_id=run.pk, method="user_message", payload={"message": "hi"}, event_id="evt-1"
+    )
+    again = steering_submit(
+        caller=alice, run_id=run.pk, method="user_message", payload={"message": "hi"}, event_id="evt-1"
+    )
     assert not first.replayed and again.replayed and again.instruction.pk == first.instruction.pk
     assert SteeringInstruction.objects.filter(run=run).count() == 1
     drain()
@@ -91,8 +98,9 @@ def test_a_repeated_event_id_is_acknowledged_and_applied_once(people, run):
 
 
 def test_a_replayed_event_id_is_answered_only_to_a_caller_allowed_the_method(people, run):
-    steering_submit(caller=people.caller("alice"), run_id=run.pk, method="user_message", payload={"message": "hi"},
-                    event_id="evt-1")
+    steering_submit(
+        caller=people.caller("alice"), run_id=run.pk, method="user_message", payload={"message": "hi"}, event_id="evt-1"
+    )
     snapshot = db_snapshot()
     with pytest.raises(ScopeMismatch):  # bob sees the run but may not message it: no receipt, no hint
         steering_submit(caller=people.caller("bob"), run_id=run.pk, method="cancel", event_id="evt-1")

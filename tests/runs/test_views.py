@@ -7,11 +7,21 @@ import pytest
 from django.test import Client
 
 from approvals.models import Cause, PauseState
+from runs.domain.services import run_start
 from runs.models import Run, RunStatus, SteeringInstruction
 from runs.runtime.dispatch import drain
-from runs.domain.services import run_start
 
-CONTROLS = ("pause", "resume", "approve", "reject", "redirect", "inject_context", "user_message", "prioritize", "cancel")
+CONTROLS = (
+    "pause",
+    "resume",
+    "approve",
+    "reject",
+    "redirect",
+    "inject_context",
+    "user_message",
+    "prioritize",
+    "cancel",
+)
 
 
 def signed_in(name: str) -> Client:
@@ -29,9 +39,15 @@ def countdown(people, user="alice", n=50) -> Run:
     return run
 
 
-@pytest.mark.parametrize("user, target", [
-    ("bob", "/inbox/"), ("olivia", "/console/"), ("ada", "/console/"), ("alice", "/console/"),
-])
+@pytest.mark.parametrize(
+    "user, target",
+    [
+        ("bob", "/inbox/"),
+        ("olivia", "/console/"),
+        ("ada", "/console/"),
+        ("alice", "/console/"),
+    ],
+)
 def test_home_sends_each_person_where_they_work(people, user, target):
     assert signed_in(user).get("/")["Location"] == target
 
@@ -127,7 +143,9 @@ def test_a_repeated_submission_is_applied_once(people):
     run = countdown(people)
     olivia = signed_in("olivia")
     olivia.post(f"/console/runs/{run.pk}/steer/user_message/", {"message": "once", "event_id": "same"})
-    again = olivia.post(f"/console/runs/{run.pk}/steer/user_message/", {"message": "once", "event_id": "same"}, follow=True)
+    again = olivia.post(
+        f"/console/runs/{run.pk}/steer/user_message/", {"message": "once", "event_id": "same"}, follow=True
+    )
     assert "not sent twice" in again.content.decode()
     assert SteeringInstruction.objects.filter(run=run, instruction="user_message").count() == 1
 
@@ -154,7 +172,9 @@ def test_steering_needs_a_csrf_token(people):
     client = Client(enforce_csrf_checks=True)
     client.login(username="olivia", password="olivia-password")
     assert client.post(f"/console/runs/{run.pk}/steer/cancel/").status_code == 403
-    assert client.post("/console/new/", {"agent_id": "countdown", "query": "count to 2", "priority": 0}).status_code == 403
+    assert (
+        client.post("/console/new/", {"agent_id": "countdown", "query": "count to 2", "priority": 0}).status_code == 403
+    )
     assert Run.objects.get(pk=run.pk).status == RunStatus.PENDING and Run.objects.count() == 1
 
 
@@ -165,7 +185,9 @@ def test_start_a_run_from_the_browser(people):
     response = alice.post("/console/new/", {"agent_id": "countdown", "query": "count to 2", "priority": -3})
     run = Run.objects.get()
     assert response["Location"] == f"/console/runs/{run.pk}/"
-    assert (run.owner.username, run.agent_id, run.priority) == ("alice", "countdown", -3) and run.session.startswith("web-")
+    assert (run.owner.username, run.agent_id, run.priority) == ("alice", "countdown", -3) and run.session.startswith(
+        "web-"
+    )
     bad = alice.post("/console/new/", {"agent_id": "nope", "query": "", "priority": 0}).content.decode()
     assert "This field is required" in bad and Run.objects.count() == 1
 

@@ -18,12 +18,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from approvals.domain.selectors import pauses_visible
+from runs.domain.services import run_start, steering_submit
 from runs.identity.callers import caller_resolve
 from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool
-from runs.domain.services import run_start, steering_submit
 
 
 class _Planner:
@@ -31,8 +31,14 @@ class _Planner:
         return Finish("done") if view.history else CallTool("launch", {"target": "moon"})
 
 
-register_agent(Agent(id="bench_gate", description="one gated call", planner=_Planner,
-                     tools={"launch": Tool("launch", lambda args, ctx: {"ok": True}, approval="always")}))
+register_agent(
+    Agent(
+        id="bench_gate",
+        description="one gated call",
+        planner=_Planner,
+        tools={"launch": Tool("launch", lambda args, ctx: {"ok": True}, approval="always")},
+    )
+)
 
 
 def _ours_cycle(caller) -> None:
@@ -71,7 +77,8 @@ def _langgraph(database: str) -> tuple[Callable[[int], None], Callable[[], None]
 
         db = settings.DATABASES["default"]
         context = PostgresSaver.from_conn_string(
-            f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}?sslmode=disable")
+            f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}?sslmode=disable"
+        )
     saver = context.__enter__()
     if hasattr(saver, "setup"):
         saver.setup()
@@ -139,15 +146,23 @@ class Command(BaseCommand):
         self.stdout.write(f"  pause + decide cycles/s, in-process   ours {_spread(ours)}")
         if langgraph:
             ratio = statistics.median(ours) / statistics.median(theirs)
-            self.stdout.write(f"                                       LangGraph {_spread(theirs)}  (ours ÷ LangGraph = {ratio:.2f}×)")
+            self.stdout.write(
+                f"                                       LangGraph {_spread(theirs)}  (ours ÷ LangGraph = {ratio:.2f}×)"
+            )
             langgraph[1]()
         else:
-            self.stdout.write("                                       LangGraph: not installed (pip install -e '.[bench]')")
+            self.stdout.write(
+                "                                       LangGraph: not installed (pip install -e '.[bench]')"
+            )
         self.stdout.write(f"  SQL statements per cycle              ours {statements}")
-        self.stdout.write(f"  approve service call, p50 / p99 ms    ours {statistics.median(approve_ms):.1f} / "
-                          f"{sorted(approve_ms)[int(len(approve_ms) * 0.99) - 1]:.1f}")
-        self.stdout.write(f"  pause.list page for an approver, p95 ms, {history} decided pauses: "
-                          f"{sorted(list_ms)[int(len(list_ms) * 0.95) - 1]:.1f}")
+        self.stdout.write(
+            f"  approve service call, p50 / p99 ms    ours {statistics.median(approve_ms):.1f} / "
+            f"{sorted(approve_ms)[int(len(approve_ms) * 0.99) - 1]:.1f}"
+        )
+        self.stdout.write(
+            f"  pause.list page for an approver, p95 ms, {history} decided pauses: "
+            f"{sorted(list_ms)[int(len(list_ms) * 0.95) - 1]:.1f}"
+        )
 
     def _seed(self, caller, count: int) -> None:
         """History: decided pauses, the shape that makes unbounded reads grow."""

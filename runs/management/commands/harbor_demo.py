@@ -12,8 +12,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from runs.models import Role, Tenant
 from runs.identity.permissions import membership_grant
+from runs.models import Role, Tenant
 
 DEMO = [
     ("acme", "Acme Corp", "alice", Role.MEMBER, False),

@@ -20,11 +20,14 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--user", required=True)
         parser.add_argument("--session", help="the session claim (X-Harbor-Session overrides it)")
-        parser.add_argument("--scope", action="append", default=[], dest="scopes",
-                            help="a scope claim, e.g. --scope admin (repeatable)")
+        parser.add_argument(
+            "--scope", action="append", default=[], dest="scopes", help="a scope claim, e.g. --scope admin (repeatable)"
+        )
         parser.add_argument("--ttl", type=int, default=12 * 3600, help="lifetime in seconds (default 12 hours)")
         parser.add_argument("--private-key", help="sign with this PEM private key instead of the development key")
-        parser.add_argument("--issuer", help="the iss claim (default: harbor-dev, or HARBOR_JWT_ISSUER with --private-key)")
+        parser.add_argument(
+            "--issuer", help="the iss claim (default: harbor-dev, or HARBOR_JWT_ISSUER with --private-key)"
+        )
         parser.add_argument("--audience", help="the aud claim (default: HARBOR_JWT_AUDIENCE)")
 
     def handle(self, *args, **options):
@@ -42,8 +45,13 @@ class Command(BaseCommand):
         if not 0 < options["ttl"] <= settings.HARBOR_JWT_MAX_TTL_SECONDS:
             raise CommandError(f"--ttl must be between 1 and {settings.HARBOR_JWT_MAX_TTL_SECONDS} seconds")
         token = token_issue(
-            tenant=options["tenant"], user=options["user"], session=options["session"],
-            scopes=options["scopes"], ttl=options["ttl"], private_key=key,
-            issuer=options["issuer"], audience=options["audience"],
+            tenant=options["tenant"],
+            user=options["user"],
+            session=options["session"],
+            scopes=options["scopes"],
+            ttl=options["ttl"],
+            private_key=key,
+            issuer=options["issuer"],
+            audience=options["audience"],
         )
         self.stdout.write(token)

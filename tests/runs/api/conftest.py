@@ -21,8 +21,11 @@ RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
 def _public_pem(key) -> str:
-    return key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
 
 
 TRUSTED_PEM = _public_pem(EC_KEY) + _public_pem(RSA_KEY)
@@ -48,8 +51,18 @@ class Api:
     def __init__(self) -> None:
         self.client = Client()
 
-    def post(self, path: str, body=None, *, user: str | None = "alice", session: str | None = "s1",
-             token: str | None = None, headers: dict | None = None, raw: bytes | str | None = None, **mint_kwargs):
+    def post(
+        self,
+        path: str,
+        body=None,
+        *,
+        user: str | None = "alice",
+        session: str | None = "s1",
+        token: str | None = None,
+        headers: dict | None = None,
+        raw: bytes | str | None = None,
+        **mint_kwargs,
+    ):
         extra = {}
         if token is None and user is not None:
             token = mint(user, session, **mint_kwargs)

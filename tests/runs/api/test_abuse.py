@@ -10,19 +10,35 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 
-from approvals.models import DecisionRefusal, Pause
-from runs.protocol.middleware import BodyLimit, client_address, trusted_networks
-from runs.models import SteeringInstruction
-from runs.domain.payload import MAX_REQUEST_BYTES
-from runs.runtime.dispatch import drain
 from approvals.domain.tokens import token_unseal
+from approvals.models import DecisionRefusal, Pause
+from runs.domain.payload import MAX_REQUEST_BYTES
+from runs.models import SteeringInstruction
+from runs.protocol.middleware import BodyLimit, client_address, trusted_networks
+from runs.runtime.dispatch import drain
 
 from .conftest import mint
 
 LIST_ROUTES = ["/v1/pause/list", "/v1/tasks/list"]
-BODY_ROUTES = ["/v1/control/start", *(f"/v1/control/{m}" for m in (
-    "cancel", "pause", "resume", "approve", "reject", "redirect", "inject_context", "user_message", "prioritize")),
-    *LIST_ROUTES, "/v1/tasks/get"]
+BODY_ROUTES = [
+    "/v1/control/start",
+    *(
+        f"/v1/control/{m}"
+        for m in (
+            "cancel",
+            "pause",
+            "resume",
+            "approve",
+            "reject",
+            "redirect",
+            "inject_context",
+            "user_message",
+            "prioritize",
+        )
+    ),
+    *LIST_ROUTES,
+    "/v1/tasks/get",
+]
 
 
 def _coded(response, status: int, code: str) -> None:
@@ -54,11 +70,18 @@ def test_the_last_allowed_page_is_simply_empty(api, path):
     assert body["page"] == 10**6 and body.get("snapshots", body.get("tasks")) == []
 
 
-@pytest.mark.parametrize("number, status, code", [
-    ("NaN", 400, "invalid_request"), ("Infinity", 400, "invalid_request"), ("-Infinity", 400, "invalid_request"),
-    ("1e400", 422, "payload_invalid"), ("-1e400", 422, "payload_invalid"),
-    ("1" + "0" * 30, 422, "payload_invalid"), ("9" * 5000, 400, "invalid_request"),
-])
+@pytest.mark.parametrize(
+    "number, status, code",
+    [
+        ("NaN", 400, "invalid_request"),
+        ("Infinity", 400, "invalid_request"),
+        ("-Infinity", 400, "invalid_request"),
+        ("1e400", 422, "payload_invalid"),
+        ("-1e400", 422, "payload_invalid"),
+        ("1" + "0" * 30, 422, "payload_invalid"),
+        ("9" * 5000, 400, "invalid_request"),
+    ],
+)
 def test_numbers_no_column_holds_are_refused_not_stored(api, number, status, code):
     run = api.start()
     raw = '{"identity": {"run": "%s"}, "payload": {"x": %s}}' % (run, number)
@@ -80,8 +103,13 @@ def test_an_error_message_quoting_a_lone_surrogate_still_renders(api):
 
 @pytest.mark.parametrize("path", ["/v1/tasks/list", "/v1/nope", "/v1/openapi.json"])
 def test_a_foreign_host_header_on_v1_is_a_json_400(api, path):
-    response = api.client.post(path, data="{}", content_type="application/json", HTTP_HOST="evil.example",
-                               HTTP_AUTHORIZATION=f"Bearer {mint('alice')}")
+    response = api.client.post(
+        path,
+        data="{}",
+        content_type="application/json",
+        HTTP_HOST="evil.example",
+        HTTP_AUTHORIZATION=f"Bearer {mint('alice')}",
+    )
     _coded(response, 400, "invalid_request")
     events = api.client.get("/v1/events", HTTP_HOST="evil.example:8000", HTTP_ACCEPT="text/event-stream")
     _coded(events, 400, "invalid_request")
@@ -112,8 +140,9 @@ def test_an_approver_cannot_smuggle_deep_json_into_edited_arguments(api, client)
     pause = Pause.objects.get(run_id=run)
     assert client.login(username="bob", password="bob-password")
     arg = next(iter(pause.payload["Args"]))
-    page = client.post(f"/inbox/pauses/{pause.pk}/decide/", {"method": "approve", f"arg-{arg}": "[" * 50000},
-                       follow=True)
+    page = client.post(
+        f"/inbox/pauses/{pause.pk}/decide/", {"method": "approve", f"arg-{arg}": "[" * 50000}, follow=True
+    )
     assert page.status_code == 200 and "Not accepted" in page.content.decode()
     pause.refresh_from_db()
     assert pause.is_open
@@ -128,8 +157,13 @@ def test_an_oversized_content_length_is_413_before_the_body_or_the_token_is_read
 
     monkeypatch.setattr("runs.protocol.auth.BearerAuthentication.authenticate", never)
     # The body is tiny: reading the declared 50 MB would fail, so a 413 proves it was not read.
-    response = api.client.post("/v1/control/start", data=b"{}", content_type="application/json",
-                               CONTENT_LENGTH=str(50 * 1024 * 1024), HTTP_AUTHORIZATION="Bearer x.y.z")
+    response = api.client.post(
+        "/v1/control/start",
+        data=b"{}",
+        content_type="application/json",
+        CONTENT_LENGTH=str(50 * 1024 * 1024),
+        HTTP_AUTHORIZATION="Bearer x.y.z",
+    )
     _coded(response, 413, "request_too_large")
 
 
@@ -213,9 +247,19 @@ CLIENT = "203.0.113.7"  # one office NAT, shared by everybody in it
 
 
 def _refusals(address: str, user: str, count: int, tenant: str = "acme") -> None:
-    DecisionRefusal.objects.bulk_create([
-        DecisionRefusal(actor_tenant=tenant, actor_user=user, actor_session="s1", address=address,
-                        method="approve", code="not_found") for _ in range(count)])
+    DecisionRefusal.objects.bulk_create(
+        [
+            DecisionRefusal(
+                actor_tenant=tenant,
+                actor_user=user,
+                actor_session="s1",
+                address=address,
+                method="approve",
+                code="not_found",
+            )
+            for _ in range(count)
+        ]
+    )
 
 
 def _parked(api, user="alice") -> str:
@@ -234,8 +278,13 @@ def behind_proxy(settings):
 
 def _approve(api, run, user, extra, token=None):
     body = {"identity": {"run": run}, "payload": {"token": token} if token else {}}
-    return api.client.post("/v1/control/approve", data=json.dumps(body), content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {mint(user)}", **extra)
+    return api.client.post(
+        "/v1/control/approve",
+        data=json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {mint(user)}",
+        **extra,
+    )
 
 
 def test_one_persons_refusals_never_lock_out_another_behind_the_same_address(api, behind_proxy):
@@ -263,23 +312,29 @@ def test_refusals_are_recorded_at_the_client_address_resolved_through_trusted_pr
     run = _parked(api)
     _approve(api, run, "alice", behind_proxy, token="hrbp_wrong")
     # From an untrusted peer the header is the client's own word, and ignored.
-    _approve(api, run, "alice", {"REMOTE_ADDR": "198.51.100.1", "HTTP_X_FORWARDED_FOR": "192.0.2.66"},
-             token="hrbp_wrong")
+    _approve(
+        api, run, "alice", {"REMOTE_ADDR": "198.51.100.1", "HTTP_X_FORWARDED_FOR": "192.0.2.66"}, token="hrbp_wrong"
+    )
     assert list(DecisionRefusal.objects.order_by("created_at", "id").values_list("address", flat=True)) == [
-        CLIENT, "198.51.100.1"]
+        CLIENT,
+        "198.51.100.1",
+    ]
 
 
-@pytest.mark.parametrize("peer, header, expected", [
-    ("203.0.113.7", "192.0.2.1", "203.0.113.7"),          # not from a proxy: header ignored
-    ("10.0.0.5", "", "10.0.0.5"),                          # a proxy that added nothing
-    ("10.0.0.5", "203.0.113.7", "203.0.113.7"),
-    ("10.0.0.5", "192.0.2.1, 203.0.113.7", "203.0.113.7"),  # the client's own prefix is not believed
-    ("10.0.0.5", "192.0.2.1, 203.0.113.7, 10.1.1.1", "203.0.113.7"),  # through two of our proxies
-    ("10.0.0.5", "203.0.113.7, not-an-ip", "10.0.0.5"),    # garbage from the proxy side: stop there
-    ("10.0.0.5", "10.2.2.2", "10.2.2.2"),                  # only proxies: the farthest one
-    ("::ffff:10.0.0.5", "2001:db8::1", "::ffff:10.0.0.5"),  # v4-mapped peers are not our networks
-    ("fd00::1", "2001:db8::1", "2001:db8::1"),
-])
+@pytest.mark.parametrize(
+    "peer, header, expected",
+    [
+        ("203.0.113.7", "192.0.2.1", "203.0.113.7"),  # not from a proxy: header ignored
+        ("10.0.0.5", "", "10.0.0.5"),  # a proxy that added nothing
+        ("10.0.0.5", "203.0.113.7", "203.0.113.7"),
+        ("10.0.0.5", "192.0.2.1, 203.0.113.7", "203.0.113.7"),  # the client's own prefix is not believed
+        ("10.0.0.5", "192.0.2.1, 203.0.113.7, 10.1.1.1", "203.0.113.7"),  # through two of our proxies
+        ("10.0.0.5", "203.0.113.7, not-an-ip", "10.0.0.5"),  # garbage from the proxy side: stop there
+        ("10.0.0.5", "10.2.2.2", "10.2.2.2"),  # only proxies: the farthest one
+        ("::ffff:10.0.0.5", "2001:db8::1", "::ffff:10.0.0.5"),  # v4-mapped peers are not our networks
+        ("fd00::1", "2001:db8::1", "2001:db8::1"),
+    ],
+)
 def test_client_address_trusts_the_header_only_as_far_as_our_proxies_wrote_it(peer, header, expected):
     trusted = trusted_networks(("10.0.0.0/8", "fd00::/8"))
     assert client_address(peer, header, trusted) == expected

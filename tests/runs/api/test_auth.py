@@ -11,8 +11,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runs.protocol import auth
 from runs.models import Membership, Run
+from runs.protocol import auth
 
 from .conftest import EC_KEY, RSA_KEY, TRUSTED_PEM, mint
 
@@ -27,8 +27,14 @@ def _forge(header: dict, claims: dict, signature: bytes = b"") -> str:
 
 
 def _claims(**overrides) -> dict:
-    return {"tenant": "acme", "user": "alice", "session": "s1", "scopes": [], "exp": int(time.time()) + 600,
-            **overrides}
+    return {
+        "tenant": "acme",
+        "user": "alice",
+        "session": "s1",
+        "scopes": [],
+        "exp": int(time.time()) + 600,
+        **overrides,
+    }
 
 
 def test_alg_none_is_rejected(api):
@@ -40,8 +46,7 @@ def test_hs256_signed_with_the_public_key_as_secret_is_rejected(api):
     header, claims = {"alg": "HS256", "typ": "JWT"}, _claims(scopes=["admin"])
     signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
     signature = hmac.new(TRUSTED_PEM.encode(), signing_input.encode(), hashlib.sha256).digest()
-    response = api.error("/v1/tasks/list", token=f"{signing_input}.{_b64(signature)}", status=401,
-                         code="auth_rejected")
+    response = api.error("/v1/tasks/list", token=f"{signing_input}.{_b64(signature)}", status=401, code="auth_rejected")
     assert "HS256" in response["message"]
 
 
@@ -92,8 +97,9 @@ def test_no_token_is_identity_required(api):
 
 
 def test_another_scheme_is_rejected(api):
-    api.error("/v1/tasks/list", user=None, headers={"Authorization": "Basic YWxpY2U6eA=="}, status=401,
-              code="auth_rejected")
+    api.error(
+        "/v1/tasks/list", user=None, headers={"Authorization": "Basic YWxpY2U6eA=="}, status=401, code="auth_rejected"
+    )
 
 
 def test_no_session_claim_and_no_header_is_identity_required(api):
@@ -113,8 +119,12 @@ def test_a_malformed_session_header_is_identity_required(api):
 
 @pytest.mark.parametrize("identity", [{"tenant": "globex"}, {"user": "bob"}, {"session": "s2"}])
 def test_a_body_identity_contradicting_the_token_is_refused(api, identity):
-    api.error("/v1/control/start", {"identity": identity, "query": "q", "agent_id": "countdown"},
-              status=401, code="identity_required")
+    api.error(
+        "/v1/control/start",
+        {"identity": identity, "query": "q", "agent_id": "countdown"},
+        status=401,
+        code="identity_required",
+    )
     assert not Run.objects.exists()
 
 
@@ -138,10 +148,19 @@ def test_a_first_seen_user_in_a_known_tenant_is_provisioned_as_a_member(api):
 
 def test_the_admin_scope_claim_makes_an_admin(api):
     run = api.start(user="alice")
-    api.error("/v1/control/prioritize", {"identity": {"run": run}, "payload": {"priority": 5}}, user="mallory",
-              status=404, code="not_found")
-    assert api.ok("/v1/control/prioritize", {"identity": {"run": run}, "payload": {"priority": 5}},
-                  user="mallory", scopes=["admin"])["accepted"]
+    api.error(
+        "/v1/control/prioritize",
+        {"identity": {"run": run}, "payload": {"priority": 5}},
+        user="mallory",
+        status=404,
+        code="not_found",
+    )
+    assert api.ok(
+        "/v1/control/prioritize",
+        {"identity": {"run": run}, "payload": {"priority": 5}},
+        user="mallory",
+        scopes=["admin"],
+    )["accepted"]
 
 
 def test_the_development_key_pair_is_created_once_and_trusted_by_the_embedded_default(settings, tmp_path, capsys):
@@ -175,8 +194,11 @@ def test_harbor_token_signs_with_a_given_private_key(settings, tmp_path, capsys)
     from cryptography.hazmat.primitives import serialization
 
     path = tmp_path / "key.pem"
-    path.write_bytes(EC_KEY.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption()))
+    path.write_bytes(
+        EC_KEY.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
     call_command("harbor_token", "--tenant", "acme", "--user", "bob", "--private-key", str(path))
     claims = auth.token_verify(capsys.readouterr().out.strip())
     assert (claims.user, claims.session) == ("bob", None)

@@ -48,18 +48,21 @@ def test_start_with_an_idempotency_key_is_reused_per_identity(api):
     assert Run.objects.count() == 2
 
 
-@pytest.mark.parametrize("body", [
-    {"identity": {}},
-    {"query": ""},
-    {"query": 42},
-    {"query": "q", "agent_id": "nope"},
-    {"query": "q", "priority": "5"},
-    {"query": "q", "priority": True},
-    {"query": "q", "priority": 5000},
-    {"query": "q", "cancel_policy": "orphan"},
-    {"query": "q", "idempotency_key": ""},
-    {"query": "q", "identity": "alice"},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"identity": {}},
+        {"query": ""},
+        {"query": 42},
+        {"query": "q", "agent_id": "nope"},
+        {"query": "q", "priority": "5"},
+        {"query": "q", "priority": True},
+        {"query": "q", "priority": 5000},
+        {"query": "q", "cancel_policy": "orphan"},
+        {"query": "q", "idempotency_key": ""},
+        {"query": "q", "identity": "alice"},
+    ],
+)
 def test_start_refuses_malformed_requests(api, body):
     api.error("/v1/control/start", body, status=400, code="invalid_request")
     assert not Run.objects.exists()
@@ -77,7 +80,10 @@ def test_start_with_an_unknown_or_foreign_parent_is_not_found(api):
 def test_cancel_a_queued_run_at_once(api):
     run = api.start()
     assert api.control("cancel", run, {"hard": True}).json() == {
-        "accepted": True, "method": "cancel", "protocol_version": "0.1.0"}
+        "accepted": True,
+        "method": "cancel",
+        "protocol_version": "0.1.0",
+    }
     assert Run.objects.get(pk=run).status == RunStatus.CANCELLED
 
 
@@ -98,7 +104,8 @@ def test_pause_then_resume_an_operator_pause(api, settings):
 def test_approve_with_edited_args_runs_the_gated_call(api):
     run, token = _parked_deploy(api)
     assert api.control("approve", run, {"token": token, "reason": "ok", "args": {"environment": "canary"}}).json()[
-        "accepted"]
+        "accepted"
+    ]
     drain()
     run_row = Run.objects.get(pk=run)
     assert run_row.status == RunStatus.COMPLETE and run_row.answer == "Deployed build 42 to canary."
@@ -117,11 +124,14 @@ def test_approve_without_a_token_targets_the_open_pause(api):
     assert api.control("approve", run, {}).status_code == 200
 
 
-@pytest.mark.parametrize("method, payload, event", [
-    ("redirect", {"goal": "count to 1 instead"}, "task.redirected"),
-    ("inject_context", {"note": "prod is frozen"}, "context.injected"),
-    ("user_message", {"message": "hurry"}, "message.received"),
-])
+@pytest.mark.parametrize(
+    "method, payload, event",
+    [
+        ("redirect", {"goal": "count to 1 instead"}, "task.redirected"),
+        ("inject_context", {"note": "prod is frozen"}, "context.injected"),
+        ("user_message", {"message": "hurry"}, "message.received"),
+    ],
+)
 def test_boundary_steering_applies_at_the_next_step(api, method, payload, event):
     run = api.start("count to 2")
     assert api.control(method, run, payload).status_code == 200
@@ -133,8 +143,12 @@ def test_boundary_steering_applies_at_the_next_step(api, method, payload, event)
 
 def test_prioritize_needs_admin_and_applies_at_once(api):
     run = api.start()
-    api.error("/v1/control/prioritize", {"identity": {"run": run}, "payload": {"priority": 9}},
-              status=403, code="scope_mismatch")
+    api.error(
+        "/v1/control/prioritize",
+        {"identity": {"run": run}, "payload": {"priority": 9}},
+        status=403,
+        code="scope_mismatch",
+    )
     assert api.control("prioritize", run, {"priority": 9}, user="ada").status_code == 200
     assert Run.objects.get(pk=run).priority == 9
     assert "task.prioritised" in _types(run)
@@ -143,14 +157,17 @@ def test_prioritize_needs_admin_and_applies_at_once(api):
 # --- the nine methods: malformed requests -----------------------------------------------------
 
 
-@pytest.mark.parametrize("method, body", [
-    ("pause", {"identity": {}}),
-    ("cancel", {"identity": {"run": "R"}, "event_id": ""}),
-    ("cancel", {"identity": {"run": "R", "scope": "root"}}),
-    ("cancel", {"identity": {"run": 12}}),
-    ("redirect", {"payload": {"goal": "go"}}),
-    ("prioritize", {"identity": {"run": "R"}, "payload": {"priority": "high"}, "event_id": 5}),
-])
+@pytest.mark.parametrize(
+    "method, body",
+    [
+        ("pause", {"identity": {}}),
+        ("cancel", {"identity": {"run": "R"}, "event_id": ""}),
+        ("cancel", {"identity": {"run": "R", "scope": "root"}}),
+        ("cancel", {"identity": {"run": 12}}),
+        ("redirect", {"payload": {"goal": "go"}}),
+        ("prioritize", {"identity": {"run": "R"}, "payload": {"priority": "high"}, "event_id": 5}),
+    ],
+)
 def test_malformed_controls_are_invalid_requests_and_change_nothing(api, method, body):
     """A body that is not the method's shape at all: 400 invalid_request (PROTOCOL §3)."""
     run = api.start()
@@ -160,28 +177,31 @@ def test_malformed_controls_are_invalid_requests_and_change_nothing(api, method,
     assert (SteeringInstruction.objects.count(), Run.objects.get(pk=run).status) == before
 
 
-@pytest.mark.parametrize("method, payload", [
-    ("cancel", {"hard": "yes"}),
-    ("resume", {"token": 7}),
-    ("resume", {"token": ""}),
-    ("approve", {"args": [1]}),
-    ("approve", {"reason": 5}),
-    ("reject", "no"),
-    ("reject", ["no"]),
-    ("redirect", {"goal": ""}),
-    ("redirect", {}),
-    ("redirect", None),  # no payload at all: a redirect without a goal
-    ("inject_context", {}),
-    ("inject_context", None),
-    ("user_message", {"message": "   "}),
-    ("user_message", {"message": ["hi"]}),
-    ("prioritize", {"priority": "high"}),
-    ("prioritize", {"priority": 1.5}),
-    ("prioritize", {"priority": True}),
-    ("prioritize", {"priority": 10**6}),
-    ("prioritize", {}),
-    ("prioritize", None),
-])
+@pytest.mark.parametrize(
+    "method, payload",
+    [
+        ("cancel", {"hard": "yes"}),
+        ("resume", {"token": 7}),
+        ("resume", {"token": ""}),
+        ("approve", {"args": [1]}),
+        ("approve", {"reason": 5}),
+        ("reject", "no"),
+        ("reject", ["no"]),
+        ("redirect", {"goal": ""}),
+        ("redirect", {}),
+        ("redirect", None),  # no payload at all: a redirect without a goal
+        ("inject_context", {}),
+        ("inject_context", None),
+        ("user_message", {"message": "   "}),
+        ("user_message", {"message": ["hi"]}),
+        ("prioritize", {"priority": "high"}),
+        ("prioritize", {"priority": 1.5}),
+        ("prioritize", {"priority": True}),
+        ("prioritize", {"priority": 10**6}),
+        ("prioritize", {}),
+        ("prioritize", None),
+    ],
+)
 def test_a_payload_that_breaks_its_methods_rules_is_422_payload_invalid(api, method, payload):
     """The body has the method's shape; its payload breaks the method's rules (PROTOCOL §3)."""
     run = api.start()
@@ -202,12 +222,31 @@ def test_an_unknown_method_is_404_unknown_method(api):
 
 def test_another_tenants_run_is_not_found_for_every_method(api):
     run = api.start(user="gina")
-    for method in ("cancel", "pause", "resume", "approve", "reject", "redirect", "inject_context", "user_message",
-                   "prioritize"):
-        payload = {"redirect": {"goal": "g"}, "inject_context": {"a": 1}, "user_message": {"message": "m"},
-                   "prioritize": {"priority": 1}}.get(method, {})
-        api.error(f"/v1/control/{method}", {"identity": {"run": run}, "payload": payload}, user="ada",
-                  scopes=["admin"], status=404, code="not_found")
+    for method in (
+        "cancel",
+        "pause",
+        "resume",
+        "approve",
+        "reject",
+        "redirect",
+        "inject_context",
+        "user_message",
+        "prioritize",
+    ):
+        payload = {
+            "redirect": {"goal": "g"},
+            "inject_context": {"a": 1},
+            "user_message": {"message": "m"},
+            "prioritize": {"priority": 1},
+        }.get(method, {})
+        api.error(
+            f"/v1/control/{method}",
+            {"identity": {"run": run}, "payload": payload},
+            user="ada",
+            scopes=["admin"],
+            status=404,
+            code="not_found",
+        )
     assert not SteeringInstruction.objects.exists()
 
 
@@ -215,23 +254,30 @@ def test_an_unknown_or_terminal_run_is_not_found(api):
     api.error("/v1/control/cancel", {"identity": {"run": "01UNKNOWN"}}, status=404, code="not_found")
     run = api.start()
     api.control("cancel", run)
-    api.error("/v1/control/redirect", {"identity": {"run": run}, "payload": {"goal": "g"}}, status=404,
-              code="not_found")
+    api.error(
+        "/v1/control/redirect", {"identity": {"run": run}, "payload": {"goal": "g"}}, status=404, code="not_found"
+    )
 
 
 def test_below_the_minimum_scope_is_scope_mismatch(api):
     run = api.start()
     # bob (approver) sees alice's run but holds no steering scope on it.
-    api.error("/v1/control/redirect", {"identity": {"run": run}, "payload": {"goal": "g"}}, user="bob",
-              status=403, code="scope_mismatch")
+    api.error(
+        "/v1/control/redirect",
+        {"identity": {"run": run}, "payload": {"goal": "g"}},
+        user="bob",
+        status=403,
+        code="scope_mismatch",
+    )
     # the owner from another session holds owner_user, so session_user methods are fine.
     assert api.control("user_message", run, {"message": "hi"}, session="s2").status_code == 200
 
 
 def test_a_requested_scope_the_caller_lacks_is_identity_scope_required(api):
     run = api.start()
-    api.error("/v1/control/cancel", {"identity": {"run": run, "scope": "admin"}}, status=403,
-              code="identity_scope_required")
+    api.error(
+        "/v1/control/cancel", {"identity": {"run": run, "scope": "admin"}}, status=403, code="identity_scope_required"
+    )
     assert api.control("cancel", run, identity={"scope": "owner_user"}).status_code == 200
 
 
@@ -264,19 +310,33 @@ def test_an_approve_replayed_by_event_id_is_acknowledged_not_refused(api):
 def test_a_second_approve_is_409_already_resumed(api):
     run, token = _parked_deploy(api)
     assert api.control("approve", run, {"token": token}).status_code == 200
-    body = api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}},
-                     status=409, code="already_resumed")
+    body = api.error(
+        "/v1/control/approve",
+        {"identity": {"run": run}, "payload": {"token": token}},
+        status=409,
+        code="already_resumed",
+    )
     assert "resumed" in body["message"]
 
 
 def test_a_viewer_who_may_not_decide_gets_403_and_the_refusal_is_audited(api):
     run, token = _parked_deploy(api)
     # olivia (operator) sees the run but may not decide approval gates; owner_user by role.
-    api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}}, user="olivia",
-              status=403, code="scope_mismatch")
+    api.error(
+        "/v1/control/approve",
+        {"identity": {"run": run}, "payload": {"token": token}},
+        user="olivia",
+        status=403,
+        code="scope_mismatch",
+    )
     # the owner from another session holds owner_user but is not the pausing session.
-    api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}}, session="s2",
-              status=403, code="scope_mismatch")
+    api.error(
+        "/v1/control/approve",
+        {"identity": {"run": run}, "payload": {"token": token}},
+        session="s2",
+        status=403,
+        code="scope_mismatch",
+    )
     assert DecisionRefusal.objects.filter(code="scope_mismatch").count() == 2
     assert Pause.objects.get(run_id=run).is_open
 
@@ -292,8 +352,9 @@ def test_a_wrong_or_foreign_token_is_not_found(api):
     run, _ = _parked_deploy(api)
     _, foreign = _parked_deploy(api, user="gina")
     for token in ("hrbp_guess", foreign):
-        api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}}, status=404,
-                  code="not_found")
+        api.error(
+            "/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}}, status=404, code="not_found"
+        )
     assert Pause.objects.get(run_id=run).is_open
 
 
@@ -301,14 +362,23 @@ def test_repeated_refused_decisions_are_rate_limited(api, settings):
     settings.HARBOR_REFUSALS_PER_IDENTITY = 3
     run, token = _parked_deploy(api)
     for n in range(3):
-        api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": f"hrbp_guess{n}"}},
-                  status=404, code="not_found")
+        api.error(
+            "/v1/control/approve",
+            {"identity": {"run": run}, "payload": {"token": f"hrbp_guess{n}"}},
+            status=404,
+            code="not_found",
+        )
     response = api.post("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}})
     assert (response.status_code, response.json()["code"]) == (429, "rate_limited")
     assert int(response["Retry-After"]) > 0
     # even the right token is held back, from any session of that identity...
-    api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": token}}, session="s9",
-              status=429, code="rate_limited")
+    api.error(
+        "/v1/control/approve",
+        {"identity": {"run": run}, "payload": {"token": token}},
+        session="s9",
+        status=429,
+        code="rate_limited",
+    )
     # ...while other identities and non-decision controls are unaffected.
     assert api.control("user_message", run, {"message": "still here"}).status_code == 200
     assert api.control("approve", run, {}, user="bob").status_code == 200
@@ -318,12 +388,24 @@ def test_refusals_are_also_limited_per_address(api, settings):
     settings.HARBOR_REFUSALS_PER_ADDRESS = 2
     run, _ = _parked_deploy(api)
     for user in ("alice", "olivia"):  # two identities that may steer the run, one address
-        api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {"token": "hrbp_x"}}, user=user,
-                  status=404, code="not_found")
-    api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {}}, user="ada", status=429,
-              code="rate_limited")
+        api.error(
+            "/v1/control/approve",
+            {"identity": {"run": run}, "payload": {"token": "hrbp_x"}},
+            user=user,
+            status=404,
+            code="not_found",
+        )
+    api.error(
+        "/v1/control/approve", {"identity": {"run": run}, "payload": {}}, user="ada", status=429, code="rate_limited"
+    )
 
 
 def test_token_expiry_claims_are_not_extendable_by_the_session_header(api):
-    api.error("/v1/control/start", {"query": "q"}, token=mint("alice", ttl=-120), headers={"X-Harbor-Session": "s"},
-              status=401, code="auth_rejected")
+    api.error(
+        "/v1/control/start",
+        {"query": "q"},
+        token=mint("alice", ttl=-120),
+        headers={"X-Harbor-Session": "s"},
+        status=401,
+        code="auth_rejected",
+    )

@@ -18,10 +18,15 @@ from runs.runtime.dispatch import drain
 
 from .conftest import mint
 
-METHODS = ["cancel", "pause", "resume", "approve", "reject", "redirect", "inject_context", "user_message",
-           "prioritize"]
-ROUTES = ["/v1/control/start", *(f"/v1/control/{m}" for m in METHODS), "/v1/pause/list", "/v1/tasks/list",
-          "/v1/tasks/get", "/v1/control/unknown"]
+METHODS = ["cancel", "pause", "resume", "approve", "reject", "redirect", "inject_context", "user_message", "prioritize"]
+ROUTES = [
+    "/v1/control/start",
+    *(f"/v1/control/{m}" for m in METHODS),
+    "/v1/pause/list",
+    "/v1/tasks/list",
+    "/v1/tasks/get",
+    "/v1/control/unknown",
+]
 FUZZ_SCALE = int(os.environ.get("HARBOR_FUZZ_SCALE", "5" if os.environ.get("DATABASE_URL") else "1"))
 EXAMPLES = 150 * FUZZ_SCALE
 
@@ -29,8 +34,25 @@ EXAMPLES = 150 * FUZZ_SCALE
 
 texts = st.one_of(
     st.text(max_size=20),  # any code point, lone surrogates and NUL included
-    st.sampled_from(["", " ", "\x00", "\ud800", "\udfff", "count to 3", "deploy", "countdown", "admin",
-                     "owner_user", "paused", "any", "approval_required", "hrbp_guess", "2026-11-29T10:00:00Z"]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "\x00",
+            "\ud800",
+            "\udfff",
+            "count to 3",
+            "deploy",
+            "countdown",
+            "admin",
+            "owner_user",
+            "paused",
+            "any",
+            "approval_required",
+            "hrbp_guess",
+            "2026-11-29T10:00:00Z",
+        ]
+    ),
     st.integers(4090, 70_000).map(lambda n: "x" * n),  # over the string and body bounds
 )
 numbers = st.one_of(
@@ -41,7 +63,8 @@ numbers = st.one_of(
 )
 scalars = st.one_of(st.none(), st.booleans(), numbers, texts)
 values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=6) | st.dictionaries(texts, inner, max_size=6), max_leaves=20)
+    scalars, lambda inner: st.lists(inner, max_size=6) | st.dictionaries(texts, inner, max_size=6), max_leaves=20
+)
 
 
 @st.composite
@@ -54,18 +77,39 @@ def deep(draw) -> str:
 
 def bodies(run: str):
     identity = st.one_of(
-        st.fixed_dictionaries({}, optional={"run": st.one_of(st.just(run), texts, values), "scope": texts,
-                                            "tenant": texts, "user": texts, "session": texts}),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "run": st.one_of(st.just(run), texts, values),
+                "scope": texts,
+                "tenant": texts,
+                "user": texts,
+                "session": texts,
+            },
+        ),
         values,
     )
-    shaped = st.fixed_dictionaries({}, optional={
-        "identity": identity, "payload": values, "event_id": values, "query": values, "agent_id": values,
-        "priority": values, "idempotency_key": values, "parent_run": values, "cancel_policy": values,
-        "page": values, "page_size": values, "filter": values,
-    }).map(lambda body: json.dumps(body))  # NaN/Infinity written as literals, surrogates escaped
+    shaped = st.fixed_dictionaries(
+        {},
+        optional={
+            "identity": identity,
+            "payload": values,
+            "event_id": values,
+            "query": values,
+            "agent_id": values,
+            "priority": values,
+            "idempotency_key": values,
+            "parent_run": values,
+            "cancel_policy": values,
+            "page": values,
+            "page_size": values,
+            "filter": values,
+        },
+    ).map(lambda body: json.dumps(body))  # NaN/Infinity written as literals, surrogates escaped
     anything = values.map(json.dumps)
-    spliced = st.tuples(shaped, deep()).map(lambda pair: pair[0][:-1] + (", " if pair[0] != "{}" else "")
-                                            + '"payload": ' + pair[1] + "}")
+    spliced = st.tuples(shaped, deep()).map(
+        lambda pair: pair[0][:-1] + (", " if pair[0] != "{}" else "") + '"payload": ' + pair[1] + "}"
+    )
     broken = st.one_of(st.binary(max_size=64), shaped.map(lambda text: text[: len(text) // 2]))
     return st.one_of(shaped, shaped, anything, spliced, deep(), broken)
 
@@ -87,10 +131,19 @@ def test_no_body_ever_gets_a_server_error(targets):
     tokens = {"alice": mint("alice"), "ada": mint("ada", scopes=["admin"]), "gina": mint("gina")}
     seen: dict[int, int] = {}
 
-    @hypothesis.given(route=st.sampled_from(ROUTES), user=st.sampled_from([*tokens, None]),
-                      run=st.sampled_from(targets), data=st.data())
-    @hypothesis.settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(
+        route=st.sampled_from(ROUTES),
+        user=st.sampled_from([*tokens, None]),
+        run=st.sampled_from(targets),
+        data=st.data(),
+    )
+    @hypothesis.settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(hypothesis.HealthCheck),
+    )
     def check(route, user, run, data):
         raw = data.draw(bodies(run))
         raw = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")

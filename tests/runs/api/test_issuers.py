@@ -12,10 +12,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.contrib.auth import get_user_model
 
-from runs.protocol import auth
 from runs.identity.names import name_normalise
-from runs.models import Membership, Role, Run, Tenant
 from runs.identity.permissions import membership_grant
+from runs.models import Membership, Role, Run, Tenant
+from runs.protocol import auth
 
 from .conftest import EC_KEY, mint
 
@@ -24,8 +24,11 @@ GLOBEX_KEY = ec.generate_private_key(ec.SECP256R1())
 
 
 def _pem(key) -> str:
-    return key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
 
 
 @pytest.fixture
@@ -73,8 +76,13 @@ def test_one_tenants_key_cannot_mint_another_tenants_users(api, two_issuers):
     api.error("/v1/tasks/list", token=acme_token("gina", tenant="globex"), status=401, code="auth_rejected")
     forged = mint("gina", tenant="globex", key=ACME_KEY, issuer="https://idp.globex.test")
     api.error("/v1/tasks/list", token=forged, status=401, code="auth_rejected")
-    api.error("/v1/control/start", {"identity": {}, "query": "q", "agent_id": "countdown"},
-              token=acme_token("gina", tenant="globex"), status=401, code="auth_rejected")
+    api.error(
+        "/v1/control/start",
+        {"identity": {}, "query": "q", "agent_id": "countdown"},
+        token=acme_token("gina", tenant="globex"),
+        status=401,
+        code="auth_rejected",
+    )
     assert not Run.objects.filter(tenant__slug="globex").exists()
 
 
@@ -126,12 +134,19 @@ def jwks_server():
 def test_keys_from_a_jwks_url_are_trusted_and_cached(api, settings, jwks_server):
     url, fetches = jwks_server
     settings.HARBOR_JWT_PUBLIC_KEYS = ""
-    settings.HARBOR_JWT_ISSUERS = [{"issuer": "https://idp.acme.test", "tenants": ["acme"], "jwks_url": url,
-                                    "namespace": ""}]
+    settings.HARBOR_JWT_ISSUERS = [
+        {"issuer": "https://idp.acme.test", "tenants": ["acme"], "jwks_url": url, "namespace": ""}
+    ]
 
     def token(key, kid="acme-2026", tenant="acme"):
-        claims = {"iss": "https://idp.acme.test", "aud": "harbor", "tenant": tenant, "user": "alice",
-                  "session": "s1", "exp": int(time.time()) + 600}
+        claims = {
+            "iss": "https://idp.acme.test",
+            "aud": "harbor",
+            "tenant": tenant,
+            "user": "alice",
+            "session": "s1",
+            "exp": int(time.time()) + 600,
+        }
         return jwt.encode(claims, key, algorithm="ES256", headers={"kid": kid})
 
     assert api.ok("/v1/tasks/list", token=token(ACME_KEY))["total_rows"] == 0
@@ -193,7 +208,8 @@ def test_an_unknown_tenant_is_refused_unless_auto_provisioning_is_on(api, settin
     api.error("/v1/tasks/list", token=acme_token("alice", tenant="initech"), status=401, code="auth_rejected")
     assert not Tenant.objects.filter(slug="initech").exists()
     settings.HARBOR_JWT_ISSUERS = settings.HARBOR_JWT_ISSUERS + [
-        {"issuer": "https://idp.initech.test", "tenants": ["initech"], "keys": _pem(EC_KEY)}]
+        {"issuer": "https://idp.initech.test", "tenants": ["initech"], "keys": _pem(EC_KEY)}
+    ]
     api.ok("/v1/tasks/list", token=mint("ivan", tenant="initech", key=EC_KEY, issuer="https://idp.initech.test"))
     assert Membership.objects.get(tenant__slug="initech").user.username == "idp.initech.test/ivan"
 
@@ -204,5 +220,10 @@ def test_a_body_identity_spelling_the_tokens_user_differently_is_no_contradictio
     body = {"identity": {"user": "carol"}, "query": "q", "agent_id": "countdown"}
     assert api.ok("/v1/control/start", body, token=globex_token("carol"))["reused"] is False
     for other in ("bob", "idp.globex.test/carol"):
-        api.error("/v1/control/start", {"identity": {"user": other}, "query": "q", "agent_id": "countdown"},
-                  token=acme_token("Alice"), status=401, code="identity_required")
+        api.error(
+            "/v1/control/start",
+            {"identity": {"user": other}, "query": "q", "agent_id": "countdown"},
+            token=acme_token("Alice"),
+            status=401,
+            code="identity_required",
+        )

@@ -20,8 +20,10 @@ def _connect(live_harbor) -> socket.socket:
 def _response(sock) -> tuple[int, dict]:
     data = b""
     while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < int(
-            dict(line.split(b": ", 1) for line in data.split(b"\r\n\r\n")[0].split(b"\r\n")[1:]).get(
-                b"Content-Length", b"0")):
+        dict(line.split(b": ", 1) for line in data.split(b"\r\n\r\n")[0].split(b"\r\n")[1:]).get(
+            b"Content-Length", b"0"
+        )
+    ):
         chunk = sock.recv(65536)
         if not chunk:
             break
@@ -36,7 +38,7 @@ def _headers(path: str, extra: str) -> bytes:
 
 def test_a_declared_huge_body_is_refused_before_it_is_sent(live_harbor):
     with _connect(live_harbor) as sock:
-        sock.sendall(_headers("/v1/control/start", f"Content-Length: {1024 ** 3}\r\n"))
+        sock.sendall(_headers("/v1/control/start", f"Content-Length: {1024**3}\r\n"))
         started = time.monotonic()
         status, body = _response(sock)  # no body sent at all: the answer comes on the headers
     assert (status, body["code"]) == (413, "request_too_large")

@@ -26,10 +26,25 @@ def test_the_openapi_document_describes_every_route(db):
     assert response.status_code == 200 and response["Content-Type"].startswith("application/vnd.oai.openapi+json")
     doc = response.json()
     assert doc["openapi"].startswith("3.") and doc["info"]["version"] == "0.1.0"
-    methods = ["cancel", "pause", "resume", "approve", "reject", "redirect", "inject_context", "user_message",
-               "prioritize"]
-    expected = {"/v1/control/start", *(f"/v1/control/{m}" for m in methods), "/v1/pause/list", "/v1/tasks/list",
-                "/v1/tasks/get", "/v1/events"}
+    methods = [
+        "cancel",
+        "pause",
+        "resume",
+        "approve",
+        "reject",
+        "redirect",
+        "inject_context",
+        "user_message",
+        "prioritize",
+    ]
+    expected = {
+        "/v1/control/start",
+        *(f"/v1/control/{m}" for m in methods),
+        "/v1/pause/list",
+        "/v1/tasks/list",
+        "/v1/tasks/get",
+        "/v1/events",
+    }
     assert set(doc["paths"]) == expected
     assert doc["components"]["securitySchemes"]["HarborBearer"]["scheme"] == "bearer"
     redirect = doc["components"]["schemas"]["RedirectPayload"]
@@ -68,9 +83,14 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(people_tx):
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
             @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
-            @hypothesis.settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-                                 suppress_health_check=list(hypothesis.HealthCheck),
-                                 phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate])
+            @hypothesis.settings(
+                max_examples=EXAMPLES,
+                deadline=None,
+                database=None,
+                derandomize=True,
+                suppress_health_check=list(hypothesis.HealthCheck),
+                phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+            )
             def check(case):
                 identity = case.body.get("identity") if isinstance(case.body, dict) else None
                 if mode == GenerationMode.POSITIVE and isinstance(identity, dict):

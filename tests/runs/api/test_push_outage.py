@@ -28,8 +28,12 @@ def broken_layer(request, settings):
         listener = socket.socket()
         listener.bind(("127.0.0.1", port))
         listener.listen(64)  # never accepted: connects succeed, replies never come
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                           "CONFIG": {"hosts": [f"redis://127.0.0.1:{port}/0"]}}}
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [f"redis://127.0.0.1:{port}/0"]},
+        }
+    }
     channel_layers.backends.clear()
     events._push_paused_until = 0.0
     yield

@@ -25,11 +25,27 @@ def test_pause_list_snapshots_open_pauses_visible_to_the_caller(api):
     body = api.ok("/v1/pause/list", {"identity": {}})
     assert (body["page"], body["page_size"], body["page_count"], body["total_rows"]) == (1, 50, 1, 1)
     snap = body["snapshots"][0]
-    assert set(snap) == {"token", "pause_id", "reason", "cause", "state", "identity", "run", "paused_at",
-                         "resumed_at", "expires_at", "decision", "payload"}
+    assert set(snap) == {
+        "token",
+        "pause_id",
+        "reason",
+        "cause",
+        "state",
+        "identity",
+        "run",
+        "paused_at",
+        "resumed_at",
+        "expires_at",
+        "decision",
+        "payload",
+    }
     assert snap["token"].startswith("hrbp_") and snap["run"] == run
     assert (snap["reason"], snap["cause"], snap["state"], snap["decision"]) == (
-        "approval_required", "hitl_approval", "paused", None)
+        "approval_required",
+        "hitl_approval",
+        "paused",
+        None,
+    )
     assert snap["identity"] == {"tenant": "acme", "user": "alice", "session": "s1"}
 
 
@@ -59,11 +75,20 @@ def test_pause_list_filters_and_pages(api):
     assert api.ok("/v1/pause/list", {"page": 5})["snapshots"] == []
 
 
-@pytest.mark.parametrize("body", [
-    {"page": 0}, {"page": "1"}, {"page_size": 201}, {"page_size": 0}, {"filter": {"status": "open"}},
-    {"filter": {"run_ids": "R"}}, {"filter": {"causes": ["weather"]}}, {"filter": {"since": "yesterday"}},
-    {"filter": []},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"page": 0},
+        {"page": "1"},
+        {"page_size": 201},
+        {"page_size": 0},
+        {"filter": {"status": "open"}},
+        {"filter": {"run_ids": "R"}},
+        {"filter": {"causes": ["weather"]}},
+        {"filter": {"since": "yesterday"}},
+        {"filter": []},
+    ],
+)
 def test_pause_list_refuses_malformed_requests(api, body):
     api.error("/v1/pause/list", body, status=400, code="invalid_request")
 
@@ -102,13 +127,18 @@ def test_tasks_get_is_the_row_with_its_pauses_and_steering(api):
     assert [p["decision"] for p in body["pauses"]] == ["approve"]
     (steer,) = body["steering"]
     assert (steer["method"], steer["state"], steer["event_id"], steer["actor"]) == (
-        "approve", "applied", "e1", {"user": "alice", "session": "s1"})
+        "approve",
+        "applied",
+        "e1",
+        {"user": "alice", "session": "s1"},
+    )
 
 
 def test_tasks_get_of_a_foreign_or_unknown_run_is_not_found(api):
     foreign = api.start(user="gina")
-    api.error("/v1/tasks/get", {"identity": {"run": foreign}}, user="ada", scopes=["admin"], status=404,
-              code="not_found")
+    api.error(
+        "/v1/tasks/get", {"identity": {"run": foreign}}, user="ada", scopes=["admin"], status=404, code="not_found"
+    )
     api.error("/v1/tasks/get", {"identity": {"run": "01UNKNOWN"}}, status=404, code="not_found")
     api.error("/v1/tasks/get", {"identity": {}}, status=400, code="invalid_request")
 
@@ -125,19 +155,19 @@ def test_every_error_code_is_reachable_with_its_status(api, settings):
         seen[response.json()["code"]] = response.status_code
 
     run = _parked(api)
-    record("/v1/control/start", {"query": ""})                                    # invalid_request
-    record("/v1/tasks/list", user=None)                                           # identity_required
-    record("/v1/tasks/list", token="x.y.z")                                       # auth_rejected
+    record("/v1/control/start", {"query": ""})  # invalid_request
+    record("/v1/tasks/list", user=None)  # identity_required
+    record("/v1/tasks/list", token="x.y.z")  # auth_rejected
     record("/v1/control/prioritize", {"identity": {"run": run}, "payload": {"priority": 1}})  # scope_mismatch
-    record("/v1/control/cancel", {"identity": {"run": run, "scope": "admin"}})   # identity_scope_required
-    record("/v1/tasks/get", {"identity": {"run": "01NONE"}})                     # not_found
-    record("/v1/control/fly", {"identity": {"run": run}})                        # unknown_method
+    record("/v1/control/cancel", {"identity": {"run": run, "scope": "admin"}})  # identity_scope_required
+    record("/v1/tasks/get", {"identity": {"run": "01NONE"}})  # not_found
+    record("/v1/control/fly", {"identity": {"run": run}})  # unknown_method
     api.control("approve", run, {})
-    record("/v1/control/approve", {"identity": {"run": run}})                    # already_resumed
-    record("/v1/control/start", raw="x" * (70 * 1024))                           # request_too_large
-    record("/v1/control/start", {"query": "x" * 5000})                           # payload_invalid
+    record("/v1/control/approve", {"identity": {"run": run}})  # already_resumed
+    record("/v1/control/start", raw="x" * (70 * 1024))  # request_too_large
+    record("/v1/control/start", {"query": "x" * 5000})  # payload_invalid
     settings.HARBOR_REFUSALS_PER_IDENTITY = 0
-    record("/v1/control/approve", {"identity": {"run": run}})                    # rate_limited
+    record("/v1/control/approve", {"identity": {"run": run}})  # rate_limited
     assert seen == {code: status for code, status in HTTP_STATUS.items() if code != "runtime_error"}
 
 
@@ -151,17 +181,25 @@ def test_an_unexpected_failure_is_a_json_500_runtime_error(api, monkeypatch, cap
     assert "unexpected error" in caplog.text
 
 
-@pytest.mark.parametrize("payload, where", [
-    ({"a": {"b": {"c": {"d": {"e": {"f": {}}}}}}}, "deeper"),
-    ({f"k{n}": n for n in range(65)}, "keys"),
-    ({"items": list(range(51))}, "items"),
-    ({"s": "x" * 4097}, "characters"),
-    ({f"k{n}": "x" * 4000 for n in range(5)}, "bytes"),
-])
+@pytest.mark.parametrize(
+    "payload, where",
+    [
+        ({"a": {"b": {"c": {"d": {"e": {"f": {}}}}}}}, "deeper"),
+        ({f"k{n}": n for n in range(65)}, "keys"),
+        ({"items": list(range(51))}, "items"),
+        ({"s": "x" * 4097}, "characters"),
+        ({f"k{n}": "x" * 4000 for n in range(5)}, "bytes"),
+    ],
+)
 def test_payload_bounds_are_422_before_anything_else(api, payload, where):
     # Checked before identity: even an unknown run and no token answer 422.
-    body = api.error("/v1/control/inject_context", {"identity": {"run": "01NONE"}, "payload": payload}, user=None,
-                     status=422, code="payload_invalid")
+    body = api.error(
+        "/v1/control/inject_context",
+        {"identity": {"run": "01NONE"}, "payload": payload},
+        user=None,
+        status=422,
+        code="payload_invalid",
+    )
     assert where in body["message"]
 
 
@@ -189,9 +227,12 @@ def test_an_empty_body_means_defaults(api):
 def test_curl_form_encoded_bodies_are_read_as_json(api):
     from .conftest import mint
 
-    response = api.client.post("/v1/tasks/list", data=json.dumps({"page": 2}),
-                               content_type="application/x-www-form-urlencoded",
-                               HTTP_AUTHORIZATION=f"Bearer {mint('alice')}")
+    response = api.client.post(
+        "/v1/tasks/list",
+        data=json.dumps({"page": 2}),
+        content_type="application/x-www-form-urlencoded",
+        HTTP_AUTHORIZATION=f"Bearer {mint('alice')}",
+    )
     assert response.status_code == 200 and response.json()["page"] == 2
 
 
@@ -211,8 +252,12 @@ def test_csrf_does_not_apply_to_bearer_requests(api):
     from .conftest import mint
 
     client = Client(enforce_csrf_checks=True)
-    response = client.post("/v1/control/start", data=json.dumps({"query": "q", "agent_id": "countdown"}),
-                           content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {mint('alice')}")
+    response = client.post(
+        "/v1/control/start",
+        data=json.dumps({"query": "q", "agent_id": "countdown"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {mint('alice')}",
+    )
     assert response.status_code == 200 and Run.objects.count() == 1
 
 

@@ -2,9 +2,9 @@
 replay after Last-Event-ID, then the live tail, exactly once and in order."""
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -28,8 +28,9 @@ def read_events(live, headers, *, until=None, limit=None, idle=20.0, into=None) 
     appended to `into` as they arrive)."""
     prelude, events, frame = [], [] if into is None else into, {}
     try:
-        with httpx.stream("GET", f"{live.url}/v1/events", headers=headers,
-                          timeout=httpx.Timeout(10, read=idle)) as response:
+        with httpx.stream(
+            "GET", f"{live.url}/v1/events", headers=headers, timeout=httpx.Timeout(10, read=idle)
+        ) as response:
             assert response.status_code == 200, response.read()
             assert response.headers["content-type"].startswith("text/event-stream")
             for line in response.iter_lines():
@@ -71,8 +72,9 @@ def test_a_reconnecting_client_gets_every_missed_event_exactly_once_in_order(liv
     assert len(first) == 6 and first[0]["event"] == "task.spawned"
     # Disconnected; the run goes on without us.
     _wait_status(live_harbor, run, {"complete"})
-    _, second = read_events(live_harbor, _headers(**{"X-Harbor-Run": run, "Last-Event-ID": str(first[-1]["id"])}),
-                            until=done)
+    _, second = read_events(
+        live_harbor, _headers(**{"X-Harbor-Run": run, "Last-Event-ID": str(first[-1]["id"])}), until=done
+    )
     _, everything = read_events(live_harbor, _headers(**{"X-Harbor-Run": run, "Last-Event-ID": "0"}), until=done)
 
     received = [e["id"] for e in first + second]
@@ -89,15 +91,19 @@ def test_the_live_tail_delivers_new_events_and_filters_by_type(live_harbor):
 
     def listen():
         results["events"] = read_events(
-            live_harbor, _headers(**{"X-Harbor-Event-Type": "task.started,task.completed"}),
-            until=lambda e: e["event"] == "task.completed" and e["data"]["run"] == results.get("run"))[1]
+            live_harbor,
+            _headers(**{"X-Harbor-Event-Type": "task.started,task.completed"}),
+            until=lambda e: e["event"] == "task.completed" and e["data"]["run"] == results.get("run"),
+        )[1]
 
     import threading
 
     listener = threading.Thread(target=listen)
     listener.start()
     time.sleep(1.0)  # the stream is open and tailing (no Last-Event-ID: only new events)
-    results["run"] = _post(live_harbor, "/v1/control/start", {"query": "count to 2", "agent_id": "countdown"})["task_id"]
+    results["run"] = _post(live_harbor, "/v1/control/start", {"query": "count to 2", "agent_id": "countdown"})[
+        "task_id"
+    ]
     listener.join(60)
     mine = [e for e in results["events"] if e["data"]["run"] == results["run"]]
     assert [e["event"] for e in mine] == ["task.started", "task.completed"]
@@ -111,18 +117,24 @@ def test_the_stream_is_filtered_to_what_the_caller_may_see(live_harbor):
     assert all(e["data"]["tenant"] == "globex" for e in seen_by_gina)
     _, seen_by_newcomer = read_events(live_harbor, _headers("nia", **{"Last-Event-ID": "0"}), idle=2)
     assert all(e["data"]["user"] == "nia" for e in seen_by_newcomer)  # a fresh member sees only their own runs
-    _, seen_by_approver = read_events(live_harbor, _headers("bob", **{"Last-Event-ID": "0", "X-Harbor-Run": run}),
-                                      until=lambda e: e["event"] == "task.completed")
+    _, seen_by_approver = read_events(
+        live_harbor,
+        _headers("bob", **{"Last-Event-ID": "0", "X-Harbor-Run": run}),
+        until=lambda e: e["event"] == "task.completed",
+    )
     assert seen_by_approver[-1]["data"]["run"] == run
 
 
-@pytest.mark.parametrize("user, headers, params, status, code", [
-    (None, {}, {}, 401, "identity_required"),
-    ("alice", {"Last-Event-ID": "soon"}, {}, 400, "invalid_request"),
-    ("alice", {"Last-Event-ID": b"\xb2"}, {}, 400, "invalid_request"),  # a superscript digit, not a sequence
-    ("alice", {"Last-Event-ID": "\u0661".encode()}, {}, 400, "invalid_request"),
-    ("alice", {}, {"admin": "1"}, 403, "identity_scope_required"),
-])
+@pytest.mark.parametrize(
+    "user, headers, params, status, code",
+    [
+        (None, {}, {}, 401, "identity_required"),
+        ("alice", {"Last-Event-ID": "soon"}, {}, 400, "invalid_request"),
+        ("alice", {"Last-Event-ID": b"\xb2"}, {}, 400, "invalid_request"),  # a superscript digit, not a sequence
+        ("alice", {"Last-Event-ID": "\u0661".encode()}, {}, 400, "invalid_request"),
+        ("alice", {}, {"admin": "1"}, 403, "identity_scope_required"),
+    ],
+)
 def test_a_stream_that_cannot_open_answers_json(live_harbor, user, headers, params, status, code):
     all_headers = {**(_headers(user) if user else {}), **headers}
     response = httpx.get(f"{live_harbor.url}/v1/events", headers=all_headers, params=params, timeout=10)
@@ -137,8 +149,11 @@ def test_a_run_the_caller_cannot_see_yields_an_empty_stream(live_harbor):
     for user, named in [("gina", run), ("mallory", run), ("alice", "01NOSUCHRUN")]:
         _, seen = read_events(live_harbor, _headers(user, **{"X-Harbor-Run": named, "Last-Event-ID": "0"}), idle=1.5)
         assert seen == []
-    _, own = read_events(live_harbor, _headers(**{"X-Harbor-Run": run, "Last-Event-ID": "0"}),
-                         until=lambda e: e["event"] == "task.completed")
+    _, own = read_events(
+        live_harbor,
+        _headers(**{"X-Harbor-Run": run, "Last-Event-ID": "0"}),
+        until=lambda e: e["event"] == "task.completed",
+    )
     assert own and {e["data"]["run"] for e in own} == {run}
 
 
@@ -167,8 +182,9 @@ def test_a_revoked_member_is_sent_no_token_and_the_stream_ends(live_harbor):
     pause's token, which the decision rule would now refuse her, never reaches her stream."""
     import threading
 
-    run = _post(live_harbor, "/v1/control/start", {"query": "count to 200", "agent_id": "countdown"},
-                user="rita")["task_id"]
+    run = _post(live_harbor, "/v1/control/start", {"query": "count to 200", "agent_id": "countdown"}, user="rita")[
+        "task_id"
+    ]
     got, ended = [], threading.Event()
 
     def listen():
@@ -182,10 +198,14 @@ def test_a_revoked_member_is_sent_no_token_and_the_stream_ends(live_harbor):
     while not any(e["event"] == "tool.completed" for e in got):
         assert time.monotonic() < deadline and not ended.is_set(), "rita's stream never started"
         time.sleep(0.1)
-    live_harbor.manage("shell", "-c", "from django.contrib.auth import get_user_model; "
-                       "from runs.models import Tenant; from runs.identity.permissions import membership_revoke; "
-                       "membership_revoke(tenant=Tenant.objects.get(slug='acme'), "
-                       "user=get_user_model().objects.get(username='rita'))")
+    live_harbor.manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth import get_user_model; "
+        "from runs.models import Tenant; from runs.identity.permissions import membership_revoke; "
+        "membership_revoke(tenant=Tenant.objects.get(slug='acme'), "
+        "user=get_user_model().objects.get(username='rita'))",
+    )
     revoked = time.monotonic()
     _post(live_harbor, "/v1/control/pause", {"identity": {"run": run}}, user="olivia")
     _wait_status(live_harbor, run, {"paused"}, as_user="olivia")
@@ -197,8 +217,9 @@ def test_a_revoked_member_is_sent_no_token_and_the_stream_ends(live_harbor):
 
 def test_an_admin_streams_the_whole_tenant(live_harbor):
     headers = {"Authorization": f"Bearer {mint('alice', scopes=['admin'])}", "Last-Event-ID": "0"}
-    with httpx.stream("GET", f"{live_harbor.url}/v1/events", params={"admin": "1"}, headers=headers,
-                      timeout=10) as response:
+    with httpx.stream(
+        "GET", f"{live_harbor.url}/v1/events", params={"admin": "1"}, headers=headers, timeout=10
+    ) as response:
         assert response.status_code == 200
 
 
@@ -218,8 +239,8 @@ def test_keepalive_comments_while_idle(settings):
     """The stream's loop on its own: an idle stream emits `: keepalive` comments."""
     from channels.layers import InMemoryChannelLayer
 
-    from runs.protocol import sse
     from runs.domain.streams import Tail
+    from runs.protocol import sse
 
     settings.HARBOR_SSE_KEEPALIVE_SECONDS = 0.05
 
@@ -257,8 +278,8 @@ def test_the_live_tail_survives_a_redis_restart(settings):
         pytest.skip("needs redis-server")
     from channels_redis.core import RedisChannelLayer
 
-    from runs.protocol import sse
     from runs.domain.streams import Tail
+    from runs.protocol import sse
     from tests.runs.test_consumer_delivery import Redis
 
     settings.HARBOR_SSE_KEEPALIVE_SECONDS = 60  # only a nudge or an outage's polling reads
@@ -311,9 +332,9 @@ def test_a_tenant_wide_stream_is_read_only_by_a_current_admin(people):
     membership was revoked, reads nothing more (the stream then ends)."""
     from django.contrib.auth import get_user_model
 
-    from runs.protocol import sse
-    from runs.models import Role
     from runs.identity.permissions import membership_grant, membership_revoke
+    from runs.models import Role
+    from runs.protocol import sse
 
     User = get_user_model()
     ada = sse._open({"HTTP_AUTHORIZATION": f"Bearer {mint('ada')}"}, {"admin": "1"})
