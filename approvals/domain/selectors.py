@@ -6,9 +6,8 @@ from django.db.models import Q, QuerySet
 from guardian.core import ObjectPermissionChecker
 from guardian.shortcuts import get_objects_for_user
 
-from approvals.domain.tokens import token_unseal
 from approvals.models import Pause, PauseState
-from runs.domain.pagination import paginate
+from runs.domain.pagination import Page, paginate
 from runs.identity.callers import Caller
 
 # --- Pages (the approvals inbox) -------------------------------------------------------------
@@ -98,33 +97,6 @@ def token_visibility(*, caller: Caller, pause_ids) -> Callable[[str | None], boo
     return lambda pause_id: pause_id in allowed
 
 
-def _iso(value) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
-
-
-def pause_snapshot(pause: Pause, *, show_token: bool) -> dict:
-    return {
-        "token": token_unseal(pause.token_sealed) if show_token else None,
-        "pause_id": pause.pk,
-        "reason": pause.reason,
-        "cause": pause.cause,
-        "state": pause.state,
-        "identity": {"tenant": pause.tenant.slug, "user": pause.identity_user, "session": pause.identity_session},
-        "run": pause.run_id,
-        "paused_at": _iso(pause.created_at),
-        "resumed_at": _iso(pause.decided_at),
-        "expires_at": _iso(pause.expires_at),
-        "decision": pause.decision or None,
-        "payload": pause.payload,
-    }
-
-
-def pause_snapshots(pauses, *, caller: Caller) -> list[dict]:
-    pauses = list(pauses)
-    may_see_token = token_visibility(caller=caller, pause_ids=[p.pk for p in pauses])
-    return [pause_snapshot(p, show_token=may_see_token(p.pk)) for p in pauses]
-
-
 def pause_list(
     *,
     caller: Caller,
@@ -136,9 +108,9 @@ def pause_list(
     until=None,
     page: int = 1,
     page_size: int = 50,
-) -> dict:
-    """A page of pause snapshots the caller may see, newest first. By default the open
-    ones; `status="any"` lists decided pauses too."""
+) -> Page[Pause]:
+    """A page of the pauses the caller may see, newest first. By default the open ones;
+    `status="any"` lists decided pauses too."""
     pauses = pauses_visible(caller=caller)
     if status is not None and status != PAUSE_STATUS_ANY:
         pauses = pauses.filter(state=status)
@@ -152,5 +124,4 @@ def pause_list(
         pauses = pauses.filter(created_at__gte=since)
     if until is not None:
         pauses = pauses.filter(created_at__lt=until)
-    rows, info = paginate(pauses.order_by("-created_at", "-pk"), page=page, page_size=page_size)
-    return {"snapshots": pause_snapshots(rows, caller=caller), **info}
+    return paginate(pauses.order_by("-created_at", "-pk"), page=page, page_size=page_size)

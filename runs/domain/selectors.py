@@ -3,21 +3,14 @@
 The pages (console, run page, websockets) and the /v1 API (tasks.list, tasks.get, the SSE
 stream) read through the same filters, so no client sees more than the protocol allows."""
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
-from approvals.domain.selectors import pause_snapshots, pauses_visible
+from approvals.domain.selectors import pauses_visible
 from runs.domain.errors import NotFound
-from runs.domain.pagination import PAGE_SIZE_DEFAULT, paginate
+from runs.domain.pagination import PAGE_SIZE_DEFAULT, Page, paginate
 from runs.identity.callers import Caller
 from runs.models import Event, Membership, Run, RunStatus, SteeringInstruction, Tenant
-
-REDACTED = "<redacted>"
-
-
-def _iso(value) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
-
 
 # --- Visibility (runs.identity.scopes.can_view_run, as queries) --------------------------------------
 
@@ -118,25 +111,6 @@ def events_after(
 # --- The /v1 API: tasks.list and tasks.get ---------------------------------------------------
 
 
-def task_row(run: Run) -> dict:
-    return {
-        "task_id": run.pk,
-        "status": run.status,
-        "agent_id": run.agent_id,
-        "query": (run.checkpoint or {}).get("query", run.goal),
-        "goal": run.goal,
-        "priority": run.priority,
-        "parent_task_id": run.parent_id,
-        "cancel_policy": run.cancel_policy,
-        "identity": {"tenant": run.tenant.slug, "user": run.owner.username, "session": run.session},
-        "created_at": _iso(run.created_at),
-        "started_at": _iso(run.started_at),
-        "finished_at": _iso(run.finished_at),
-        "answer": run.answer or None,
-        "error": {"code": run.failure_code, "message": run.failure_message} if run.failure_code else None,
-    }
-
-
 def task_list(
     *,
     caller: Caller,
@@ -144,43 +118,32 @@ def task_list(
     parent: str | None = None,
     page: int = 1,
     page_size: int = PAGE_SIZE_DEFAULT,
-) -> dict:
-    """A page of the caller's visible tasks, newest first. `counts` covers every visible
-    task matching the other filters, whatever the status filter (for status tabs)."""
+) -> tuple[Page[Run], dict[str, int]]:
+    """A page of the caller's visible tasks, newest first, and counts by status covering every
+    visible task matching the other filters, whatever the status filter (for status tabs)."""
     runs = runs_visible(caller=caller)
     if parent is not None:
         runs = runs.filter(parent_id=parent)
     counts = run_status_counts(caller=caller, runs=runs)
     if status is not None:
         runs = runs.filter(status=status)
-    rows, info = paginate(runs, page=page, page_size=page_size)
-    return {"tasks": [task_row(run) for run in rows], **info, "counts": counts}
+    return paginate(runs, page=page, page_size=page_size), counts
 
 
-def steering_row(instruction: SteeringInstruction) -> dict:
-    payload = dict(instruction.payload)
-    if "token" in payload:  # spent, but a token is shown only with its pause
-        payload["token"] = REDACTED
-    return {
-        "method": instruction.instruction,
-        "payload": payload,
-        "event_id": instruction.event_id,
-        "state": instruction.state,
-        "outcome": instruction.outcome,
-        "actor": {"user": instruction.actor.username, "session": instruction.actor_session},
-        "created_at": _iso(instruction.created_at),
-        "settled_at": _iso(instruction.settled_at),
-    }
-
-
-def task_detail(*, caller: Caller, run_id) -> dict:
-    """The task row, its pauses (as pause.list snapshots) and its steering history."""
-    run = run_visible(caller=caller, run_id=run_id)
+def task_detail(*, caller: Caller, run_id: str) -> Run:
+    """One task with its visible pauses (`visible_pauses`, oldest first) and its steering
+    history (`steering_history`)."""
+    pauses = pauses_visible(caller=caller).order_by("created_at", "pk")
+    steering = SteeringInstruction.objects.select_related("actor").order_by("id")
+    run = (
+        runs_visible(caller=caller)
+        .filter(pk=run_id)
+        .prefetch_related(
+            Prefetch("pauses", queryset=pauses, to_attr="visible_pauses"),
+            Prefetch("steering", queryset=steering, to_attr="steering_history"),
+        )
+        .first()
+    )
     if run is None:
         raise NotFound("no such run")
-    pauses = pauses_visible(caller=caller).filter(run=run).order_by("created_at", "pk")
-    return {
-        **task_row(run),
-        "pauses": pause_snapshots(pauses, caller=caller),
-        "steering": [steering_row(s) for s in run_steering(run=run)],
-    }
+    return run

@@ -1,23 +1,30 @@
 """The /v1 routes: parse, call one service or selector, serialise."""
 
+from collections.abc import Callable
+
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
 from approvals.domain import selectors as pause_selectors
+from approvals.models import Pause
 from runs.domain import selectors
 from runs.domain.errors import (
     UnknownMethod,
 )
 from runs.domain.services import run_start, steering_submit
+from runs.identity.callers import Caller
 from runs.models import Instruction
 from runs.protocol import serializers as s
 
 from .pipeline import CONTROL_ERRORS, ERRORS, ProtocolView
 from .throttle import DecisionRefusalThrottle
 
-PROTOCOL_VERSION = s.PROTOCOL_VERSION
+
+def _tokens_shown(caller: Caller, pauses: list[Pause]) -> Callable[[str], bool]:
+    """Which resume tokens the snapshots may carry (PauseSnapshotSerializer's context)."""
+    return pause_selectors.token_visibility(caller=caller, pause_ids=[pause.pk for pause in pauses])
 
 
 # --- Routes ---------------------------------------------------------------------------------
@@ -51,7 +58,7 @@ class StartView(ProtocolView):
         data = self.validated(s.StartRequestSerializer)
         data.pop("identity", None)
         run, reused = run_start(caller=self.caller, **data)
-        return Response({"task_id": run.pk, "reused": reused, "protocol_version": PROTOCOL_VERSION})
+        return Response(s.StartResponseSerializer({"task_id": run.pk, "reused": reused}).data)
 
 
 PAYLOADS = {
@@ -96,9 +103,7 @@ class ControlView(ProtocolView):
             event_id=data.get("event_id"),
             requested_scope=identity.get("scope"),
         )
-        return Response(
-            {"accepted": True, "method": receipt.instruction.instruction, "protocol_version": PROTOCOL_VERSION}
-        )
+        return Response(s.ControlResponseSerializer({"method": receipt.instruction.instruction}).data)
 
 
 def control_view(method: str) -> type[ControlView]:
@@ -145,9 +150,9 @@ class PauseListView(ProtocolView):
         data = self.validated(s.PauseListRequestSerializer)
         filters = dict(data.get("filter", {}))
         filters.setdefault("status", "paused")
-        return Response(
-            pause_selectors.pause_list(caller=self.caller, page=data["page"], page_size=data["page_size"], **filters)
-        )
+        page = pause_selectors.pause_list(caller=self.caller, page=data["page"], page_size=data["page_size"], **filters)
+        context = {"may_see_token": _tokens_shown(self.caller, page.rows)}
+        return Response(s.PauseListResponseSerializer(page, context=context).data)
 
 
 class TaskListView(ProtocolView):
@@ -160,11 +165,10 @@ class TaskListView(ProtocolView):
     )
     def post(self, request):
         data = self.validated(s.TaskListRequestSerializer)
-        return Response(
-            selectors.task_list(
-                caller=self.caller, page=data["page"], page_size=data["page_size"], **data.get("filter", {})
-            )
+        page, counts = selectors.task_list(
+            caller=self.caller, page=data["page"], page_size=data["page_size"], **data.get("filter", {})
         )
+        return Response(s.TaskListResponseSerializer(page, context={"counts": counts}).data)
 
 
 class TaskGetView(ProtocolView):
@@ -177,7 +181,9 @@ class TaskGetView(ProtocolView):
     )
     def post(self, request):
         data = self.validated(s.TaskGetRequestSerializer)
-        return Response(selectors.task_detail(caller=self.caller, run_id=data["identity"]["run"]))
+        run = selectors.task_detail(caller=self.caller, run_id=data["identity"]["run"])
+        context = {"may_see_token": _tokens_shown(self.caller, run.visible_pauses)}
+        return Response(s.TaskDetailSerializer(run, context=context).data)
 
 
 @csrf_exempt

@@ -1,0 +1,75 @@
+"""Strict JSON fields: JSON types are never coerced (`"5"` is not a page, `1` is not a string)."""
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+# --- Strict fields -------------------------------------------------------------------------
+
+
+class StrictCharField(serializers.CharField):
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    default_error_messages = {"invalid": "A JSON integer is required."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class StrictChoiceField(serializers.ChoiceField):
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid_choice", input=data)
+        return super().to_internal_value(data)
+
+
+class StrictDateTimeField(serializers.DateTimeField):
+    def to_internal_value(self, value):
+        if not isinstance(value, str):
+            self.fail("invalid", format="ISO 8601")
+        return super().to_internal_value(value)
+
+
+class ObjectField(serializers.DictField):
+    """Any JSON object (the bounds of PROTOCOL §3 are checked before parsing)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            self.fail("not_a_dict", input_type=type(data).__name__)
+        return data
+
+
+@extend_schema_field({"type": "object", "minProperties": 1, "additionalProperties": {}})
+class NonEmptyObjectField(ObjectField):
+    def to_internal_value(self, data):
+        data = super().to_internal_value(data)
+        if not data:
+            raise serializers.ValidationError("must be a non-empty object")
+        return data
+
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": 4096, "pattern": r"\S"})
+class TextField(StrictCharField):
+    """A string with something in it besides whitespace."""
+
+    def __init__(self, **kwargs):
+        super().__init__(max_length=4096, **kwargs)
+
+
+def id_field(help_text: str, **kwargs: Any) -> StrictCharField:
+    return StrictCharField(max_length=200, min_length=1, help_text=help_text, **kwargs)

@@ -1,0 +1,169 @@
+"""Request shapes of the /v1 protocol (PROTOCOL §2-§4), validated strictly; the same classes
+describe the requests in the OpenAPI document. Domain rules (agents, priorities, the nine
+payloads) stay in the services."""
+
+from rest_framework import serializers
+
+from approvals.models import Cause, PauseState, Reason
+from runs.domain.pagination import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
+from runs.identity.scopes import SCOPE_NAMES
+from runs.models import CancelPolicy, RunStatus
+
+from .fields import (
+    NonEmptyObjectField,
+    ObjectField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictDateTimeField,
+    StrictIntegerField,
+    TextField,
+    id_field,
+)
+
+PAGE_MAX = 1_000_000
+
+
+# --- Requests -------------------------------------------------------------------------------
+
+
+class IdentitySerializer(serializers.Serializer):
+    """Identity comes only from the verified token (and X-Harbor-Session). A body identity
+    may repeat it; one that contradicts it is refused with 401 identity_required."""
+
+    tenant = StrictCharField(required=False, max_length=50)
+    user = StrictCharField(required=False, max_length=150)
+    session = StrictCharField(required=False, max_length=128)
+
+
+class RunIdentitySerializer(IdentitySerializer):
+    run = id_field("The task id (run id) to act on.")
+    scope = StrictChoiceField(
+        choices=list(SCOPE_NAMES),
+        required=False,
+        help_text="Assert the steering scope the caller acts with; 403 identity_scope_required when it does not hold it.",
+    )
+
+
+class TaskIdentitySerializer(IdentitySerializer):
+    run = id_field("The task id (run id).")
+
+
+class StartRequestSerializer(serializers.Serializer):
+    identity = IdentitySerializer(required=False)
+    query = TextField(help_text="The run's goal, as the planner sees it.")
+    agent_id = StrictCharField(required=False, max_length=64, help_text="deploy (default), countdown, tool_context, …")
+    priority = StrictIntegerField(required=False, min_value=-1000, max_value=1000)
+    idempotency_key = id_field(
+        "A start with a key already used by the same (tenant, user, session) returns that run.", required=False
+    )
+    parent_run = id_field(
+        "Start as a child of this run (cancels cascade unless cancel_policy is isolate).", required=False
+    )
+    cancel_policy = StrictChoiceField(choices=CancelPolicy.values, required=False)
+
+
+class ControlRequestSerializer(serializers.Serializer):
+    identity = RunIdentitySerializer()
+    payload = ObjectField(required=False, help_text="The method's payload (see each method).")
+    event_id = id_field(
+        "A control with an event_id already applied to the run is acknowledged again and applied once.", required=False
+    )
+
+
+class PageSerializer(serializers.Serializer):
+    identity = IdentitySerializer(required=False)
+    # Bounded, so the row offset always fits the database's integers.
+    page = StrictIntegerField(required=False, min_value=1, max_value=PAGE_MAX, default=1)
+    page_size = StrictIntegerField(required=False, min_value=1, max_value=PAGE_SIZE_MAX, default=PAGE_SIZE_DEFAULT)
+
+
+class PauseFilterSerializer(serializers.Serializer):
+    status = StrictChoiceField(
+        choices=[*PauseState.values, "any"], required=False, help_text="Default: paused (open pauses)."
+    )
+    run_ids = serializers.ListField(child=id_field("A run id."), required=False, max_length=50)
+    reasons = serializers.ListField(child=StrictChoiceField(choices=Reason.values), required=False, max_length=50)
+    causes = serializers.ListField(child=StrictChoiceField(choices=Cause.values), required=False, max_length=50)
+    since = StrictDateTimeField(required=False, help_text="Paused at or after.")
+    until = StrictDateTimeField(required=False, help_text="Paused before.")
+
+
+class PauseListRequestSerializer(PageSerializer):
+    filter = PauseFilterSerializer(required=False)
+
+
+class TaskFilterSerializer(serializers.Serializer):
+    status = StrictChoiceField(choices=RunStatus.values, required=False)
+    parent = id_field("Only the children of this run.", required=False)
+
+
+class TaskListRequestSerializer(PageSerializer):
+    filter = TaskFilterSerializer(required=False)
+
+
+class TaskGetRequestSerializer(serializers.Serializer):
+    identity = TaskIdentitySerializer()
+
+
+# --- Method payloads (documentation of PROTOCOL §3; the service validates them) ------------
+
+
+class CancelPayload(serializers.Serializer):
+    required_payload = False
+    hard = StrictBooleanField(required=False, help_text="Interrupt the step in flight.")
+
+
+class EmptyPayload(serializers.Serializer):
+    required_payload = False
+
+
+class ResumePayload(serializers.Serializer):
+    required_payload = False
+    token = StrictCharField(
+        required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause)."
+    )
+    input = serializers.JSONField(required=False, help_text="Answers an A2A input request.")
+
+
+class ApprovePayload(serializers.Serializer):
+    required_payload = False
+    token = StrictCharField(
+        required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause)."
+    )
+    reason = StrictCharField(required=False, max_length=4096, allow_blank=True)
+    args = ObjectField(required=False, help_text="Edited arguments, where the gate allows edits (extension).")
+
+
+class RejectPayload(serializers.Serializer):
+    required_payload = False
+    token = StrictCharField(
+        required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause)."
+    )
+    reason = StrictCharField(required=False, max_length=4096, allow_blank=True)
+
+
+class RedirectPayload(serializers.Serializer):
+    required_payload = True
+    goal = TextField(help_text="The run's new goal.")
+
+
+class UserMessagePayload(serializers.Serializer):
+    required_payload = True
+    message = TextField()
+
+
+class PrioritizePayload(serializers.Serializer):
+    required_payload = True
+    priority = StrictIntegerField(min_value=-1000, max_value=1000)
+
+
+def control_request_serializer(method: str, payload: type[serializers.Serializer] | None):
+    """A per-method request class, so the OpenAPI document shows each method's payload."""
+    name = "".join(part.title() for part in method.split("_"))
+    fields = {
+        "payload": payload(required=payload.required_payload)
+        if payload is not None
+        else NonEmptyObjectField(help_text="Any non-empty object: appended to the context the planner sees.")
+    }
+    return type(f"{name}ControlRequest", (ControlRequestSerializer,), fields)
