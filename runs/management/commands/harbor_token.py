@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives import serialization
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.protocol.auth import token_issue
+from runs.identity.bearer_tokens import token_issue
 
 
 class Command(BaseCommand):

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.test import Client
 
-from runs.protocol.auth import token_issue
+from runs.identity.bearer_tokens import token_issue
 
 EC_KEY = ec.generate_private_key(ec.SECP256R1())
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)

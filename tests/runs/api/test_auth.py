@@ -11,8 +11,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from runs.identity import bearer_tokens as auth
+from runs.identity import issuers
 from runs.models import Membership, Run
-from runs.protocol import auth
 
 from .conftest import EC_KEY, RSA_KEY, TRUSTED_PEM, mint
 
@@ -63,7 +64,7 @@ def test_an_unknown_key_claiming_a_trusted_kid_is_rejected(api):
     stranger = ec.generate_private_key(ec.SECP256R1())
     import jwt
 
-    token = jwt.encode(_claims(), stranger, algorithm="ES256", headers={"kid": auth.key_id(EC_KEY.public_key())})
+    token = jwt.encode(_claims(), stranger, algorithm="ES256", headers={"kid": issuers.key_id(EC_KEY.public_key())})
     api.error("/v1/tasks/list", token=token, status=401, code="auth_rejected")
 
 
@@ -168,7 +169,7 @@ def test_the_development_key_pair_is_created_once_and_trusted_by_the_embedded_de
     settings.HARBOR_JWT_DEV_KEYS = True
     call_command("harbor_token", "--tenant", "acme", "--user", "alice", "--session", "s1", "--scope", "admin")
     token = capsys.readouterr().out.strip()
-    assert (tmp_path / auth.DEV_KEY_FILE).stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / issuers.DEV_KEY_FILE).stat().st_mode & 0o777 == 0o600
     claims = auth.token_verify(token)
     assert (claims.tenant, claims.user, claims.session, claims.scopes) == ("acme", "alice", "s1", frozenset({"admin"}))
     settings.HARBOR_JWT_DEV_KEYS = False  # production: only configured keys

@@ -12,10 +12,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.contrib.auth import get_user_model
 
+from runs.identity import issuers
 from runs.identity.names import name_normalise
 from runs.identity.permissions import membership_grant
 from runs.models import Membership, Role, Run, Tenant
-from runs.protocol import auth
 
 from .conftest import EC_KEY, mint
 
@@ -96,7 +96,7 @@ def test_an_issuer_config_must_name_its_tenants(settings):
 
     settings.HARBOR_JWT_ISSUERS = [{"issuer": "https://idp.test", "keys": _pem(ACME_KEY)}]
     with pytest.raises(ImproperlyConfigured):
-        auth.trusted_issuers()
+        issuers.trusted_issuers()
 
 
 # --- JWKS -----------------------------------------------------------------------------------
@@ -124,11 +124,11 @@ def jwks_server():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    auth._jwks_clients.clear()
+    issuers.jwks_clients.clear()
     yield f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks.json", fetches
     server.shutdown()
     server.server_close()
-    auth._jwks_clients.clear()
+    issuers.jwks_clients.clear()
 
 
 def test_keys_from_a_jwks_url_are_trusted_and_cached(api, settings, jwks_server):
