@@ -156,6 +156,10 @@ class Instruction(models.TextChoices):
     PRIORITIZE = "prioritize"
 
 
+# The three instructions that decide a pause; they apply at once, even to a finished run.
+DECISION_INSTRUCTIONS = frozenset({Instruction.APPROVE, Instruction.REJECT, Instruction.RESUME})
+
+
 class SteeringState(models.TextChoices):
     PENDING = "pending"
     APPLIED = "applied"

@@ -91,15 +91,17 @@ def pause_decide(
     run: Run,
     method: str,
     token: str | None = None,
+    pause_id: str | None = None,
     reason: str = "",
     args: dict | None = None,
     input=None,
 ) -> Pause:
     """Decide a pause synchronously (approve, reject or resume). The caller holds `run`'s
     row lock; the pause is locked here and its state re-checked, so of any number of
-    concurrent decisions exactly one lands."""
+    concurrent decisions exactly one lands. The pause is named by its resume token (a
+    program), by its id (the pages, which never hold a token), or is the run's open one."""
     decision = DECISION_FOR_METHOD[method]
-    pause = _target_pause(caller=caller, run=run, method=method, token=token)
+    pause = _target_pause(caller=caller, run=run, method=method, token=token, pause_id=pause_id)
 
     may_decide = (
         caller.user.username == pause.identity_user and caller.session == pause.identity_session
@@ -201,7 +203,12 @@ def pause_cancel_open(*, run: Run, reason: str, cascaded: bool) -> None:
     run_cancelled(run, reason, cascaded)
 
 
-def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None) -> Pause:
+def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None, pause_id: str | None) -> Pause:
+    if pause_id is not None:
+        pause = run.pauses.select_for_update(no_key=True).filter(pk=pause_id).first()
+        if pause is None:
+            raise NotFound(NO_OPEN_PAUSE)
+        return pause
     if token is not None:
         if not isinstance(token, str) or not token:
             raise InvalidRequest("token must be a non-empty string")

@@ -1,21 +1,15 @@
 """The payload of an inbox decision, built from its posted form."""
 
-from approvals.domain.tokens import token_unseal
 from approvals.models import Pause
 from runs.web.forms import edited_args, steering_payload
 
-DECISION_METHODS = ("approve", "reject", "resume")
-
 
 def decision_payload(method: str, pause: Pause, data) -> dict:
-    """approve/reject/resume aimed at this exact pause: its token is unsealed on the server,
-    so the page never carries one."""
+    """approve/reject/resume of this pause; the pause is named by its id (the page never
+    carries a resume token)."""
     payload = steering_payload(method, data)
     if method == "approve" and pause.payload.get("Editable"):
         args = edited_args(data, pause.payload.get("Args") or {})
         if args:
             payload["args"] = args
-    token = token_unseal(pause.token_sealed)
-    if token:
-        payload["token"] = token
     return payload

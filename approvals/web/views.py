@@ -14,9 +14,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals.domain import selectors
 from approvals.models import Pause
-from approvals.web.forms import DECISION_METHODS, decision_payload
+from approvals.web.forms import decision_payload
 from runs.domain.errors import HarborError
 from runs.domain.services import steering_submit
+from runs.models import DECISION_INSTRUCTIONS
 from runs.web.forms import SteeringFormError
 from runs.web.views import error_text, member_required, safe_next
 
@@ -79,7 +80,7 @@ def history(request: HttpRequest) -> HttpResponse:
 def decide(request: HttpRequest, pause_id: str) -> HttpResponse:
     back = safe_next(request, reverse("approvals:inbox"))
     method = request.POST.get("method", "")
-    if method not in DECISION_METHODS:
+    if method not in DECISION_INSTRUCTIONS:
         messages.error(request, "Choose approve, reject or resume.")
         return redirect(back)
     pause = selectors.pause_in_tenant(caller=request.caller, pause_id=pause_id)
@@ -93,6 +94,7 @@ def decide(request: HttpRequest, pause_id: str) -> HttpResponse:
             method=method,
             payload=decision_payload(method, pause, request.POST),
             event_id=request.POST.get("event_id") or None,
+            pause_id=pause.pk,
         )
     except SteeringFormError as error:
         messages.error(request, str(error))

@@ -23,6 +23,7 @@ from runs.identity.callers import Caller
 from runs.identity.permissions import grant_run_permissions
 from runs.identity.scopes import MINIMUM_SCOPE, SCOPE_NAMES, caller_scope, can_view_run
 from runs.models import (
+    DECISION_INSTRUCTIONS,
     CancelPolicy,
     Instruction,
     Run,
@@ -39,9 +40,8 @@ log = logging.getLogger("harbor.runs")
 MAX_QUERY = 4096
 PRIORITY_RANGE = range(-1000, 1001)
 DEFAULT_PRIORITY = 0
-DECISIONS = frozenset({Instruction.APPROVE, Instruction.REJECT, Instruction.RESUME})
 # Applied inside the request; the others wait for the run's next step boundary.
-IMMEDIATE = frozenset({*DECISIONS, Instruction.PRIORITIZE})
+IMMEDIATE = frozenset({*DECISION_INSTRUCTIONS, Instruction.PRIORITIZE})
 
 
 def run_start(
@@ -125,10 +125,12 @@ def steering_submit(
     payload=None,
     event_id: str | None = None,
     requested_scope: str | None = None,
+    pause_id: str | None = None,
 ) -> SteeringReceipt:
     """Submit one of the nine steering instructions. Decisions and prioritize apply at once;
     the rest wait for the run's next step boundary (or apply at once to a parked or queued
-    run where that is their whole effect, such as cancel)."""
+    run where that is their whole effect, such as cancel). A decision from a page names its
+    pause by `pause_id`; a program's names it by the token in its payload."""
     if method not in Instruction.values:
         raise UnknownMethod(f"unknown steering method {method!r}; the nine are {', '.join(Instruction.values)}")
     payload = {} if payload is None else payload
@@ -151,13 +153,14 @@ def steering_submit(
                     payload=clean,
                     event_id=event_id,
                     requested_scope=requested_scope,
+                    pause_id=pause_id,
                 )
         except HarborError as error:
             _narrate_rejection(caller, run_id, method, error)
             raise
 
 
-def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope) -> SteeringReceipt:
+def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope, pause_id) -> SteeringReceipt:
     run = (
         Run.objects.select_for_update(no_key=True).filter(pk=run_id, tenant=caller.tenant).first()
         if isinstance(run_id, str)
@@ -169,7 +172,9 @@ def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope
     if requested_scope is not None:
         if scope < SCOPE_NAMES[requested_scope]:
             raise IdentityScopeRequired(f"the caller does not hold the {requested_scope} scope on this run")
-    delegated = method in DECISIONS and _holds_decide_permission(caller, run, payload.get("token"))
+    delegated = method in DECISION_INSTRUCTIONS and _holds_decide_permission(
+        caller, run, payload.get("token"), pause_id
+    )
     if scope < MINIMUM_SCOPE[method] and not delegated:
         raise ScopeMismatch(f"{method} needs the {MINIMUM_SCOPE[method].name.lower()} scope")
     # A replayed event_id is answered only to a caller allowed the method: the receipt
@@ -178,7 +183,7 @@ def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope
         earlier = SteeringInstruction.objects.filter(run=run, event_id=event_id).first()
         if earlier is not None:
             return SteeringReceipt(earlier, replayed=True)
-    if run.is_terminal and method not in DECISIONS:
+    if run.is_terminal and method not in DECISION_INSTRUCTIONS:
         raise NotFound(f"the run is {run.status}")
     if method == Instruction.CANCEL:
         lock_cascade(run)
@@ -194,12 +199,13 @@ def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope
         actor_session=caller.session,
     )
     narrate_control(run, events.CONTROL_RECEIVED, method, "received")
-    if method in DECISIONS:
+    if method in DECISION_INSTRUCTIONS:
         pause_decide(
             caller=caller,
             run=run,
             method=method,
             token=payload.get("token"),
+            pause_id=pause_id,
             reason=payload.get("reason", ""),
             args=payload.get("args"),
             input=payload.get("input"),
@@ -221,11 +227,16 @@ def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope
     return SteeringReceipt(instruction, replayed=False)
 
 
-def _holds_decide_permission(caller: Caller, run: Run, token: str | None) -> bool:
+def _holds_decide_permission(caller: Caller, run: Run, token: str | None, pause_id: str | None) -> bool:
     """A delegated approver reaches the decision rule (which then re-checks everything)
-    when it may decide the pause targeted: the token's, else the run's latest."""
+    when it may decide the pause targeted: the named one, the token's, else the run's latest."""
     pauses = run.pauses.all()
-    target = pauses.filter(token_digest=token_digest(token)) if token else pauses.order_by("-created_at")[:1]
+    if pause_id is not None:
+        target = pauses.filter(pk=pause_id)
+    elif token:
+        target = pauses.filter(token_digest=token_digest(token))
+    else:
+        target = pauses.order_by("-created_at")[:1]
     return any(caller.user.has_perm("approvals.decide_pause", p) for p in target)
 
 
@@ -244,7 +255,7 @@ def _validate_payload(method: str, payload: dict) -> dict:
         return {"hard": bool(payload.get("hard", False))}
     if method == Instruction.PAUSE:
         return {}
-    if method in DECISIONS:
+    if method in DECISION_INSTRUCTIONS:
         optional_string("token", non_empty=True)
         optional_string("reason")
         if "args" in payload and payload["args"] is not None and not isinstance(payload["args"], dict):

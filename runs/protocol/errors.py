@@ -26,6 +26,16 @@ def error_response(code: str, message: str, status: int | None = None, headers: 
     return Response({"code": code, "message": message}, status=status or HTTP_STATUS.get(code, 500), headers=headers)
 
 
+def harbor_error_response(error: HarborError) -> Response:
+    """A HarborError as PROTOCOL §7 says: its code's status; an unknown code is a runtime error."""
+    code = error.code if error.code in HTTP_STATUS else "runtime_error"
+    headers = {"WWW-Authenticate": 'Bearer realm="harbor"'} if HTTP_STATUS[code] == 401 else None
+    retry_after = getattr(error, "retry_after", None)
+    if isinstance(error, RateLimited) and retry_after:
+        headers = {"Retry-After": str(retry_after)}
+    return error_response(code, error.message, headers=headers)
+
+
 def _drf_message(detail) -> str:
     if isinstance(detail, dict):
         return "; ".join(f"{key}: {_drf_message(value)}" for key, value in detail.items())
@@ -37,13 +47,9 @@ def _drf_message(detail) -> str:
 def exception_handler(exc, context) -> Response:
     """Map every exception to a protocol error body (PROTOCOL §7)."""
     if isinstance(exc, HarborError):
-        code = exc.code if exc.code in HTTP_STATUS else "runtime_error"
-        if code == "runtime_error":
+        if exc.code not in HTTP_STATUS or HTTP_STATUS[exc.code] >= 500:
             log.error("runtime error answering %s: %s", _path(context), exc.message)
-        headers = {"WWW-Authenticate": 'Bearer realm="harbor"'} if HTTP_STATUS[code] == 401 else None
-        if isinstance(exc, RateLimited) and getattr(exc, "retry_after", None):
-            headers = {"Retry-After": str(exc.retry_after)}
-        return error_response(code, exc.message, headers=headers)
+        return harbor_error_response(exc)
     if isinstance(exc, drf.Throttled):
         return error_response(
             "rate_limited",

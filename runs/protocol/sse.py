@@ -24,10 +24,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from runs.domain import events, selectors
-from runs.domain.errors import HTTP_STATUS, AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
+from runs.domain.errors import AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
 from runs.domain.streams import BATCH, Tail, read_after
 from runs.identity.callers import Caller, caller_resolve
 from runs.protocol.auth import bearer_token, caller_from_headers
+from runs.protocol.errors import harbor_error_response
 
 log = logging.getLogger("harbor.sse")
 
@@ -135,10 +136,11 @@ read_head = _in_pool_thread(lambda tenant_id: selectors.events_head(tenant_id=te
 
 
 def _error(error: HarborError) -> JsonResponse:
-    code = error.code if error.code in HTTP_STATUS else "runtime_error"
-    response = JsonResponse({"code": code, "message": error.message}, status=HTTP_STATUS[code])
-    if HTTP_STATUS[code] == 401:
-        response["WWW-Authenticate"] = 'Bearer realm="harbor"'
+    """The same body, status and headers as every other /v1 route (runs.protocol.errors)."""
+    rendered = harbor_error_response(error)
+    response = JsonResponse(rendered.data, status=rendered.status_code)
+    for header, value in rendered.headers.items():
+        response[header] = value
     return response
 
 

@@ -9,9 +9,7 @@ from rest_framework.throttling import BaseThrottle
 
 from approvals.models import DecisionRefusal
 from runs.identity.callers import Caller
-from runs.models import Instruction
-
-DECISION_METHODS = frozenset({Instruction.APPROVE, Instruction.REJECT, Instruction.RESUME})
+from runs.models import DECISION_INSTRUCTIONS
 
 
 class DecisionRefusalThrottle(BaseThrottle):
@@ -22,7 +20,7 @@ class DecisionRefusalThrottle(BaseThrottle):
     the trusted proxies (runs.protocol.middleware), not the proxy's."""
 
     def allow_request(self, request, view) -> bool:
-        if getattr(view, "method", None) not in DECISION_METHODS or not isinstance(request.auth, Caller):
+        if getattr(view, "method", None) not in DECISION_INSTRUCTIONS or not isinstance(request.auth, Caller):
             return True
         caller: Caller = request.auth
         window = timedelta(seconds=getattr(settings, "HARBOR_REFUSAL_WINDOW_SECONDS", 900))

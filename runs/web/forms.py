@@ -5,7 +5,7 @@ from django import forms
 from runs.domain.errors import PayloadInvalid
 from runs.domain.payload import json_loads
 from runs.domain.services import PRIORITY_RANGE
-from runs.models import Instruction
+from runs.models import DECISION_INSTRUCTIONS, Instruction
 from runs.runtime.registry import all_agents
 
 
@@ -67,7 +67,7 @@ def steering_payload(method: str, data) -> dict:
         return {"hard": data.get("hard") in ("on", "true", "1")}
     if method in (Instruction.PAUSE,):
         return {}
-    if method in (Instruction.APPROVE, Instruction.REJECT, Instruction.RESUME):
+    if method in DECISION_INSTRUCTIONS:
         payload = {"reason": text("reason")} if text("reason") else {}
         if method == Instruction.RESUME and text("input"):
             payload["input"] = text("input")

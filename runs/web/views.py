@@ -18,14 +18,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals.domain import selectors as pause_selectors
-from approvals.domain.tokens import token_unseal
 from approvals.models import Cause
 from runs.domain import selectors
 from runs.domain.errors import HarborError
 from runs.domain.services import run_start, steering_submit
 from runs.identity.callers import Caller, caller_resolve
 from runs.identity.scopes import MINIMUM_SCOPE, Scope, caller_scope
-from runs.models import Instruction, Role, RunStatus, SteeringState
+from runs.models import DECISION_INSTRUCTIONS, Instruction, Role, RunStatus, SteeringState
 from runs.web.forms import StartRunForm, SteeringFormError, steering_payload
 
 # --- The signed-in person as a Caller -------------------------------------------------------
@@ -186,7 +185,7 @@ def run_controls(caller: Caller, run, pause) -> dict[str, bool]:
         Instruction.CANCEL: live,
     }
     for method in shown:
-        if method not in (Instruction.RESUME, Instruction.APPROVE, Instruction.REJECT):
+        if method not in DECISION_INSTRUCTIONS:
             shown[method] = shown[method] and scope >= MINIMUM_SCOPE[method]
     return {method.value: shown[method] for method in CONTROL_ORDER}
 
@@ -263,17 +262,13 @@ def run_steer(request: HttpRequest, run_id: str, method: str) -> HttpResponse:
         raise Http404("no such run")
     try:
         payload = steering_payload(method, request.POST)
-        if method in ("approve", "reject", "resume") and request.POST.get("pause"):
-            pause = pause_selectors.pause_of_run(run=run, pause_id=request.POST["pause"])
-            token = token_unseal(pause.token_sealed) if pause else None
-            if token:
-                payload["token"] = token
         receipt = steering_submit(
             caller=caller,
             run_id=run.pk,
             method=method,
             payload=payload,
             event_id=request.POST.get("event_id") or None,
+            pause_id=request.POST.get("pause") if method in DECISION_INSTRUCTIONS else None,
         )
     except SteeringFormError as error:
         messages.error(request, str(error))
