@@ -18,7 +18,7 @@ from runs.domain.errors import (
     ScopeMismatch,
     UnknownMethod,
 )
-from runs.domain.payload import check_bounds
+from runs.domain.payload import MAX_STRING, check_bounds
 from runs.identity.callers import Caller
 from runs.identity.permissions import grant_run_permissions
 from runs.identity.scopes import MINIMUM_SCOPE, SCOPE_NAMES, caller_scope, can_view_run
@@ -37,7 +37,6 @@ from runs.runtime.wake import wake_on_commit
 
 log = logging.getLogger("harbor.runs")
 
-MAX_QUERY = 4096
 PRIORITY_RANGE = range(-1000, 1001)
 DEFAULT_PRIORITY = 0
 # Applied inside the request; the others wait for the run's next step boundary.
@@ -58,8 +57,8 @@ def run_start(
     (tenant, user, session) returns that run with reused=True."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidRequest("query must be a non-empty string")
-    if len(query) > MAX_QUERY:
-        raise PayloadInvalid(f"query is over {MAX_QUERY} characters")
+    if len(query) > MAX_STRING:
+        raise PayloadInvalid(f"query is over {MAX_STRING} characters")
     if not isinstance(agent_id, str) or not agent_exists(agent_id):
         raise InvalidRequest(f"unknown agent_id {agent_id!r}")
     _check_priority(priority)

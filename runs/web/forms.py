@@ -3,7 +3,7 @@
 from django import forms
 
 from runs.domain.errors import PayloadInvalid
-from runs.domain.payload import json_loads
+from runs.domain.payload import MAX_STRING, json_loads
 from runs.domain.services import PRIORITY_RANGE
 from runs.models import DECISION_INSTRUCTIONS, Instruction
 from runs.runtime.registry import all_agents
@@ -13,7 +13,7 @@ class StartRunForm(forms.Form):
     agent_id = forms.ChoiceField(label="Agent")
     query = forms.CharField(
         label="Query",
-        max_length=4096,
+        max_length=MAX_STRING,
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "deploy build 42 to staging"}),
     )
     priority = forms.IntegerField(

@@ -5,6 +5,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from runs.domain.payload import MAX_STRING
+
 # --- Strict fields -------------------------------------------------------------------------
 
 
@@ -63,12 +65,12 @@ class NonEmptyObjectField(ObjectField):
         return data
 
 
-@extend_schema_field({"type": "string", "minLength": 1, "maxLength": 4096, "pattern": r"\S"})
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MAX_STRING, "pattern": r"\S"})
 class TextField(StrictCharField):
     """A string with something in it besides whitespace."""
 
     def __init__(self, **kwargs):
-        super().__init__(max_length=4096, **kwargs)
+        super().__init__(max_length=MAX_STRING, **kwargs)
 
 
 def id_field(help_text: str, **kwargs: Any) -> StrictCharField:

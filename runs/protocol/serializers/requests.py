@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from approvals.models import Cause, PauseState, Reason
 from runs.domain.pagination import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
+from runs.domain.payload import MAX_STRING
 from runs.identity.scopes import SCOPE_NAMES
 from runs.models import CancelPolicy, RunStatus
 
@@ -121,7 +122,10 @@ class EmptyPayload(serializers.Serializer):
 class ResumePayload(serializers.Serializer):
     required_payload = False
     token = StrictCharField(
-        required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause)."
+        required=False,
+        min_length=1,
+        max_length=MAX_STRING,
+        help_text="The resume token (default: the run's open pause).",
     )
     input = serializers.JSONField(required=False, help_text="Answers an A2A input request.")
 
@@ -129,18 +133,24 @@ class ResumePayload(serializers.Serializer):
 class ApprovePayload(serializers.Serializer):
     required_payload = False
     token = StrictCharField(
-        required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause)."
+        required=False,
+        min_length=1,
+        max_length=MAX_STRING,
+        help_text="The resume token (default: the run's open pause).",
     )
-    reason = StrictCharField(required=False, max_length=4096, allow_blank=True)
+    reason = StrictCharField(required=False, max_length=MAX_STRING, allow_blank=True)
     args = ObjectField(required=False, help_text="Edited arguments, where the gate allows edits (extension).")
 
 
 class RejectPayload(serializers.Serializer):
     required_payload = False
     token = StrictCharField(
-        required=False, min_length=1, max_length=4096, help_text="The resume token (default: the run's open pause)."
+        required=False,
+        min_length=1,
+        max_length=MAX_STRING,
+        help_text="The resume token (default: the run's open pause).",
     )
-    reason = StrictCharField(required=False, max_length=4096, allow_blank=True)
+    reason = StrictCharField(required=False, max_length=MAX_STRING, allow_blank=True)
 
 
 class RedirectPayload(serializers.Serializer):
