@@ -89,7 +89,6 @@ def test_cancel_a_queued_run_at_once(api):
 
 def test_pause_then_resume_an_operator_pause(api, settings):
     run = api.start("count to 3")
-    Run.objects.filter(pk=run).update(status=RunStatus.RUNNING)  # mid-flight: pause waits for the boundary
     assert api.control("pause", run).status_code == 200
     drain()
     assert Run.objects.get(pk=run).status == RunStatus.PAUSED
@@ -271,6 +270,9 @@ def test_below_the_minimum_scope_is_scope_mismatch(api):
     )
     # the owner from another session holds owner_user, so session_user methods are fine.
     assert api.control("user_message", run, {"message": "hi"}, session="s2").status_code == 200
+    assert list(SteeringInstruction.objects.filter(run_id=run).values_list("instruction", "actor_session")) == [
+        ("user_message", "s2")
+    ]
 
 
 def test_a_requested_scope_the_caller_lacks_is_identity_scope_required(api):
@@ -278,12 +280,17 @@ def test_a_requested_scope_the_caller_lacks_is_identity_scope_required(api):
     api.error(
         "/v1/control/cancel", {"identity": {"run": run, "scope": "admin"}}, status=403, code="identity_scope_required"
     )
+    assert Run.objects.get(pk=run).status == RunStatus.PENDING  # the refused cancel changed nothing
     assert api.control("cancel", run, identity={"scope": "owner_user"}).status_code == 200
+    assert Run.objects.get(pk=run).status == RunStatus.CANCELLED
 
 
 def test_an_operator_steers_as_if_owner(api):
     run = api.start()
     assert api.control("redirect", run, {"goal": "new goal"}, user="olivia").status_code == 200
+    drain()
+    assert Run.objects.get(pk=run).goal == "new goal"
+    assert SteeringInstruction.objects.get(run_id=run).actor.username == "olivia"
 
 
 # --- idempotent controls ---------------------------------------------------------------------

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from runs.domain.errors import HTTP_STATUS
-from runs.models import Run
+from runs.models import Run, SteeringInstruction
 from runs.runtime.dispatch import drain
 
 
@@ -207,6 +207,7 @@ def test_a_payload_at_the_bounds_is_accepted(api):
     run = api.start()
     payload = {"a": {"b": {"c": {"d": {"e": "deep"}}}}, "items": list(range(50)), "s": "x" * 4096}
     assert api.control("inject_context", run, payload).status_code == 200
+    assert SteeringInstruction.objects.get(run_id=run).payload == payload  # stored whole, never truncated
 
 
 def test_an_oversized_body_is_413_before_parsing(api):
