@@ -1,6 +1,7 @@
 """Reads of pauses, already filtered to what the caller may see or decide."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from datetime import datetime
 
 from django.db.models import Q, QuerySet
 from guardian.core import ObjectPermissionChecker
@@ -10,6 +11,7 @@ from approvals.domain.tokens import token_unseal
 from approvals.models import Pause, PauseState
 from runs.domain.pagination import paginate
 from runs.identity.callers import Caller
+from runs.models import Run
 
 # --- Pages (the approvals inbox) -------------------------------------------------------------
 
@@ -40,7 +42,7 @@ def pause_history(*, caller: Caller, limit: int = 100) -> QuerySet[Pause]:
     return decided.select_related("run", "decided_by").order_by("-decided_at")[:limit]
 
 
-def pause_open_for_run(*, run) -> Pause | None:
+def pause_open_for_run(*, run: Run) -> Pause | None:
     return run.pauses.filter(state=PauseState.PAUSED).order_by("-created_at").first()
 
 
@@ -50,7 +52,7 @@ def open_pauses_by_run(*, run_ids: list[str]) -> dict[str, Pause]:
     return {pause.run_id: pause for pause in pauses}
 
 
-def pause_of_run(*, run, pause_id: str) -> Pause | None:
+def pause_of_run(*, run: Run, pause_id: str) -> Pause | None:
     return run.pauses.filter(pk=pause_id).first()
 
 
@@ -77,7 +79,7 @@ def pauses_visible(*, caller: Caller) -> QuerySet[Pause]:
     return pauses.select_related("tenant")
 
 
-def token_visibility(*, caller: Caller, pause_ids) -> Callable[[str | None], bool]:
+def token_visibility(*, caller: Caller, pause_ids: Iterable[str | None]) -> Callable[[str | None], bool]:
     """Which of these pauses' resume tokens the caller is shown: only where the decision
     rule would accept it (the pausing user and session, or the permission to decide), so a
     token never reaches anyone it could not serve."""
@@ -88,7 +90,7 @@ def token_visibility(*, caller: Caller, pause_ids) -> Callable[[str | None], boo
         Pause.objects.filter(pk__in=ids, tenant=caller.tenant).only("pk", "identity_user", "identity_session")
     )
     checker = ObjectPermissionChecker(caller.user)
-    checker.prefetch_perms(pauses)
+    checker.prefetch_perms(pauses)  # type: ignore[arg-type]  # guardian takes a list as well as a queryset
     allowed = {
         p.pk
         for p in pauses
@@ -98,7 +100,7 @@ def token_visibility(*, caller: Caller, pause_ids) -> Callable[[str | None], boo
     return lambda pause_id: pause_id in allowed
 
 
-def _iso(value) -> str | None:
+def _iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
@@ -119,7 +121,7 @@ def pause_snapshot(pause: Pause, *, show_token: bool) -> dict:
     }
 
 
-def pause_snapshots(pauses, *, caller: Caller) -> list[dict]:
+def pause_snapshots(pauses: Iterable[Pause], *, caller: Caller) -> list[dict]:
     pauses = list(pauses)
     may_see_token = token_visibility(caller=caller, pause_ids=[p.pk for p in pauses])
     return [pause_snapshot(p, show_token=may_see_token(p.pk)) for p in pauses]
@@ -132,8 +134,8 @@ def pause_list(
     run_ids: list[str] | None = None,
     reasons: list[str] | None = None,
     causes: list[str] | None = None,
-    since=None,
-    until=None,
+    since: datetime | None = None,
+    until: datetime | None = None,
     page: int = 1,
     page_size: int = 50,
 ) -> dict:

@@ -3,7 +3,8 @@
 Lock order is always run, then pause. Callers that decide hold the run's row lock."""
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -92,8 +93,8 @@ def pause_decide(
     method: str,
     token: str | None = None,
     reason: str = "",
-    args: dict | None = None,
-    input=None,
+    args: object = None,
+    input: object = None,
 ) -> Pause:
     """Decide a pause synchronously (approve, reject or resume). The caller holds `run`'s
     row lock; the pause is locked here and its state re-checked, so of any number of
@@ -176,7 +177,7 @@ def pause_close(*, run: Run, pause: Pause, decision: str, reason: str = "") -> N
     )
 
 
-def pause_sweep_overdue(*, now=None) -> int:
+def pause_sweep_overdue(*, now: datetime | None = None) -> int:
     """Resolve every overdue open pause with `timeout`: terminal, like a rejection."""
     now = now or timezone.now()
     overdue = Pause.objects.filter(state=PauseState.PAUSED, expires_at__lte=now).values_list("pk", "run_id")
@@ -211,7 +212,7 @@ def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None) -
         if found is None or found["tenant_id"] != caller.tenant.pk or found["run_id"] != run.pk:
             # Wrong, foreign and unknown tokens are refused alike, and audited.
             same_tenant = found is not None and found["tenant_id"] == caller.tenant.pk
-            _refuse(caller, method, Pause.objects.get(pk=found["pk"]) if same_tenant else None, "not_found")
+            _refuse(caller, method, Pause.objects.get(pk=found["pk"]) if found and same_tenant else None, "not_found")
             raise NotFound(NO_OPEN_PAUSE)
         pause = Pause.objects.select_for_update(no_key=True).get(pk=found["pk"])
         return pause
@@ -223,7 +224,7 @@ def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None) -
     return pause
 
 
-def _approved_args(pause: Pause, args) -> dict:
+def _approved_args(pause: Pause, args: object) -> dict[str, Any]:
     original = pause.payload.get("Args", {})
     if args is None:
         return original
@@ -237,9 +238,9 @@ def _approved_args(pause: Pause, args) -> dict:
     return {**original, **args}
 
 
-def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, decision_input) -> None:
+def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, decision_input: object) -> None:
     now = timezone.now()
-    fields = {
+    fields: dict[str, object] = {
         "state": PauseState.RESUMED,
         "decision": decision,
         "decision_reason": reason,

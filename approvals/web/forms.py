@@ -1,5 +1,9 @@
 """The payload of an inbox decision, built from its posted form."""
 
+from typing import Any
+
+from django.http import QueryDict
+
 from approvals.domain.tokens import token_unseal
 from approvals.models import Pause
 from runs.web.forms import edited_args, steering_payload
@@ -7,7 +11,7 @@ from runs.web.forms import edited_args, steering_payload
 DECISION_METHODS = ("approve", "reject", "resume")
 
 
-def decision_payload(method: str, pause: Pause, data) -> dict:
+def decision_payload(method: str, pause: Pause, data: QueryDict) -> dict[str, Any]:
     """approve/reject/resume aimed at this exact pause: its token is unsealed on the server,
     so the page never carries one."""
     payload = steering_payload(method, data)

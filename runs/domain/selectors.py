@@ -3,6 +3,11 @@
 The pages (console, run page, websockets) and the /v1 API (tasks.list, tasks.get, the SSE
 stream) read through the same filters, so no client sees more than the protocol allows."""
 
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.contrib.sessions.backends.base import SessionBase
 from django.db.models import Count, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
@@ -15,7 +20,7 @@ from runs.models import Event, Membership, Run, RunStatus, SteeringInstruction, 
 REDACTED = "<redacted>"
 
 
-def _iso(value) -> str | None:
+def _iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
@@ -26,7 +31,9 @@ def _iso(value) -> str | None:
 ACTIVE_TENANT_SESSION_KEY = "harbor_tenant"
 
 
-def membership_for_user(*, user, session=None) -> Membership | None:
+def membership_for_user(
+    *, user: User | AnonymousUser | None, session: SessionBase | dict[str, Any] | None = None
+) -> Membership | None:
     """The membership a signed-in person works in: the tenant chosen in `session` (the
     Django session, or a websocket scope's) while they still belong to it, else their first
     membership. Pages and websockets pass their session, so both speak for the same tenant."""
@@ -41,7 +48,7 @@ def membership_for_user(*, user, session=None) -> Membership | None:
     return memberships.first()
 
 
-def memberships_of(*, user) -> list[Membership]:
+def memberships_of(*, user: User) -> list[Membership]:
     """Every tenant a person belongs to, for the pages' tenant switcher."""
     return list(Membership.objects.select_related("tenant").filter(user=user).order_by("tenant__slug"))
 
@@ -61,7 +68,7 @@ def runs_visible(*, caller: Caller, status: str | None = None, tenant_wide: bool
     return runs.select_related("tenant", "owner").order_by("-created_at", "-pk")
 
 
-def run_visible(*, caller: Caller, run_id) -> Run | None:
+def run_visible(*, caller: Caller, run_id: object) -> Run | None:
     """One run the caller may see; another tenant's and an unknown run are both None."""
     if not isinstance(run_id, str) or not run_id:
         return None
@@ -173,7 +180,7 @@ def steering_row(instruction: SteeringInstruction) -> dict:
     }
 
 
-def task_detail(*, caller: Caller, run_id) -> dict:
+def task_detail(*, caller: Caller, run_id: object) -> dict:
     """The task row, its pauses (as pause.list snapshots) and its steering history."""
     run = run_visible(caller=caller, run_id=run_id)
     if run is None:

@@ -19,7 +19,7 @@ class IllegalTransition(HarborError):
     code = "runtime_error"
 
 
-def move(run: Run, to: str, **fields) -> None:
+def move(run: Run, to: str, **fields: object) -> None:
     if to not in RUN_TRANSITIONS[run.status]:
         raise IllegalTransition(f"run {run.pk} cannot go from {run.status} to {to}")
     run.status = to

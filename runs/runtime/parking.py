@@ -2,6 +2,8 @@
 call (and an approval it already holds) stays in the checkpoint, and the pause is minted by
 approvals.domain.services.pause_park."""
 
+from datetime import timedelta
+
 from approvals.domain.services import pause_park
 from approvals.models import Cause, Reason
 from runs.domain import events
@@ -20,10 +22,10 @@ def park(
     reason: str,
     payload: dict,
     summary: str = "",
-    deadline=None,
+    deadline: timedelta | None = None,
     tool: str = "",
-    companion=None,
-    history_entry=None,
+    companion: tuple[str, dict] | None = None,
+    history_entry: dict | None = None,
 ) -> bool:
     """Mint a pause (run lock held). A context that cannot be checkpointed fails the pause
     and the run, naming the field. A pending call (and an approval it already holds) is
