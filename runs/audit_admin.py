@@ -1,6 +1,5 @@
 """The read-only base for audit rows in the Django admin."""
 
-from collections.abc import Sequence
 from typing import Any
 
 from django.contrib import admin
@@ -34,7 +33,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: models.Model | None = None) -> list[str]:
         return [f.name for f in self.model._meta.fields if f.name not in self.hidden_fields]
 
-    def get_fields(self, request: HttpRequest, obj: models.Model | None = None) -> Sequence[str]:
+    # The stubs type field groups as an invariant list of unions; a list of names is one.
+    def get_fields(self, request: HttpRequest, obj: models.Model | None = None) -> list[str]:  # type: ignore[override]
         return self.get_readonly_fields(request, obj)
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:

@@ -14,6 +14,13 @@ from approvals.domain.tokens import token_digest, token_mint, token_seal
 from approvals.models import Cause, Decision, Pause, PauseState
 from runs.domain import events
 from runs.domain.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
+from runs.domain.event_types import (
+    CompanionPayload,
+    NotificationPauseRequested,
+    PauseRequested,
+    PauseResumed,
+    ToolDecided,
+)
 from runs.domain.transitions import move, run_cancelled, run_reject
 from runs.identity.callers import Caller
 from runs.identity.permissions import grant_pause_permissions
@@ -38,7 +45,7 @@ def pause_park(
     tool_context: dict | None = None,
     handle_keys: dict | None = None,
     deadline: timedelta | None = None,
-    companion: tuple[str, dict] | None = None,
+    companion: tuple[str, CompanionPayload] | None = None,
     summary: str = "",
 ) -> tuple[Pause, str]:
     """Park a running run on a new pause. Called by the runtime alone, holding the run lock."""
@@ -67,21 +74,22 @@ def pause_park(
         run=run,
         type=events.PAUSE_REQUESTED,
         pause=pause,
-        payload={"Token": token, "Reason": reason, "Cause": cause, "ExpiresAt": expires},
+        payload=PauseRequested(Token=token, Reason=reason, Cause=cause, ExpiresAt=expires),
     )
     if companion:
+        # Its PauseToken (a placeholder: the pause did not exist yet) is filled in from the pause.
         companion_type, companion_payload = companion
-        events.emit(run=run, type=companion_type, pause=pause, payload={**companion_payload, "PauseToken": token})
+        events.emit(run=run, type=companion_type, pause=pause, payload=companion_payload)
     events.emit(
         run=run,
         type=events.NOTIFICATION_PAUSE_REQUESTED,
         pause=pause,
-        payload={
-            "Summary": summary or f"{cause} pause on {run.agent_id} run",
-            "Severity": "action_required" if cause == Cause.HITL_APPROVAL else "info",
-            "Deeplink": f"/inbox/#pause-{pause.pk}",
-            "PauseToken": token,
-        },
+        payload=NotificationPauseRequested(
+            Summary=summary or f"{cause} pause on {run.agent_id} run",
+            Severity="action_required" if cause == Cause.HITL_APPROVAL else "info",
+            Deeplink=f"/inbox/#pause-{pause.pk}",
+            PauseToken=token,
+        ),
     )
     return pause, token
 
@@ -128,19 +136,19 @@ def pause_decide(
         run=run,
         type=events.PAUSE_RESUMED,
         pause=pause,
-        payload={"Token": events.SEALED, "Reason": pause.reason, "Cause": pause.cause, "Decision": decision},
+        payload=PauseResumed(Token=events.SEALED, Reason=pause.reason, Cause=pause.cause, Decision=decision),
     )
     if decision in GATE_DECISIONS:
         events.emit(
             run=run,
             type=events.TOOL_APPROVED if decision == Decision.APPROVE else events.TOOL_REJECTED,
             pause=pause,
-            payload={
-                "Tool": pause.tool,
-                "PauseToken": events.SEALED,
-                "ApproverReason": reason or "",
-                "Actor": caller.user.username,
-            },
+            payload=ToolDecided(
+                Tool=pause.tool,
+                PauseToken=events.SEALED,
+                ApproverReason=reason or "",
+                Actor=caller.user.username,
+            ),
         )
     if decision == Decision.REJECT:
         # Terminal: the gated call never runs and no reconsideration exists.
@@ -173,7 +181,7 @@ def pause_close(*, run: Run, pause: Pause, decision: str, reason: str = "") -> N
         run=run,
         type=events.PAUSE_RESUMED,
         pause=pause,
-        payload={"Token": events.SEALED, "Reason": pause.reason, "Cause": pause.cause, "Decision": decision},
+        payload=PauseResumed(Token=events.SEALED, Reason=pause.reason, Cause=pause.cause, Decision=decision),
     )
 
 

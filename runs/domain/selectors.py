@@ -37,7 +37,7 @@ def membership_for_user(
     """The membership a signed-in person works in: the tenant chosen in `session` (the
     Django session, or a websocket scope's) while they still belong to it, else their first
     membership. Pages and websockets pass their session, so both speak for the same tenant."""
-    if user is None or not getattr(user, "is_authenticated", False):
+    if user is None or isinstance(user, AnonymousUser) or not user.is_authenticated:
         return None
     memberships = Membership.objects.select_related("tenant").filter(user=user).order_by("created_at", "pk")
     active = session.get(ACTIVE_TENANT_SESSION_KEY) if session is not None else None

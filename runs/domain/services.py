@@ -19,6 +19,7 @@ from runs.domain.errors import (
     ScopeMismatch,
     UnknownMethod,
 )
+from runs.domain.event_types import TaskPrioritised, TaskSpawned
 from runs.domain.payload import check_bounds
 from runs.identity.callers import Caller
 from runs.identity.permissions import grant_run_permissions
@@ -100,7 +101,7 @@ def run_start(
             events.emit(
                 run=run,
                 type=events.TASK_SPAWNED,
-                payload={"TaskID": run.pk, "Priority": priority, "ParentTaskID": parent.pk if parent else None},
+                payload=TaskSpawned(TaskID=run.pk, Priority=priority, ParentTaskID=parent.pk if parent else None),
             )
             wake_on_commit()
     except IntegrityError:
@@ -295,7 +296,7 @@ def _apply_prioritize(run: Run, priority: int) -> None:
     events.emit(
         run=run,
         type=events.TASK_PRIORITISED,
-        payload={"TaskID": run.pk, "PriorPriority": prior, "NewPriority": priority},
+        payload=TaskPrioritised(TaskID=run.pk, PriorPriority=prior, NewPriority=priority),
     )
     wake_on_commit()
 

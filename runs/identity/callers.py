@@ -51,6 +51,8 @@ class Caller:
     def names_me(self, name: object) -> bool:
         """Whether a user name, spelled as the token or a body may spell it (`Alice`, or an
         external issuer's `carol`), names this caller."""
+        if not isinstance(name, str):
+            return False
         if name == self.user.username:
             return True
         try:

@@ -10,7 +10,7 @@ import hashlib
 from typing import Any
 
 from django.contrib.sessions.backends import db
-from django.contrib.sessions.models import Session
+from django.contrib.sessions.base_session import AbstractBaseSession
 from django.core.exceptions import SuspiciousOperation
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -22,19 +22,19 @@ def stored_key(session_key: str) -> str:
 
 
 class SessionStore(db.SessionStore):
-    def _row(self) -> QuerySet[Session]:
+    def _row(self) -> QuerySet[AbstractBaseSession]:
         if self.session_key is None:  # Django loads only with a key; stay total anyway
             return self.model.objects.none()
         return self.model.objects.filter(session_key=stored_key(self.session_key), expire_date__gt=timezone.now())
 
-    def _get_session_from_db(self) -> Session | None:
+    def _get_session_from_db(self) -> AbstractBaseSession | None:
         try:
             return self._row().get()
         except (self.model.DoesNotExist, SuspiciousOperation):
             self._session_key = None
             return None
 
-    async def _aget_session_from_db(self) -> Session | None:
+    async def _aget_session_from_db(self) -> AbstractBaseSession | None:
         try:
             return await self._row().aget()
         except (self.model.DoesNotExist, SuspiciousOperation):
@@ -47,12 +47,12 @@ class SessionStore(db.SessionStore):
     async def aexists(self, session_key: str) -> bool:
         return await super().aexists(stored_key(session_key))
 
-    def create_model_instance(self, data: dict[str, Any]) -> Session:
+    def create_model_instance(self, data: dict[str, Any]) -> AbstractBaseSession:
         obj = super().create_model_instance(data)
         obj.session_key = stored_key(obj.session_key)
         return obj
 
-    async def acreate_model_instance(self, data: dict[str, Any]) -> Session:
+    async def acreate_model_instance(self, data: dict[str, Any]) -> AbstractBaseSession:
         obj = await super().acreate_model_instance(data)
         obj.session_key = stored_key(obj.session_key)
         return obj

@@ -18,12 +18,21 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from runs.domain import events
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
+from runs.domain.event_types import (
+    PlannerDecision,
+    TaskStarted,
+    ToolCompleted,
+    ToolFailed,
+    ToolInvoked,
+    tool_pause_companion,
+)
 from runs.domain.transitions import move, run_complete, run_fail
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
@@ -86,7 +95,7 @@ class _Boundary:
     agent_id: str
     step: int
     ctx: ToolContext
-    pending: dict | None
+    pending: dict[str, Any] | None
     view: PlannerView | None = None
 
 
@@ -137,7 +146,7 @@ def _boundary(lease: Lease) -> _Boundary | None:
             events.emit(
                 run=run,
                 type=events.TASK_STARTED,
-                payload={"TaskID": run.pk, "Priority": run.priority, "ParentTaskID": run.parent_id},
+                payload=TaskStarted(TaskID=run.pk, Priority=run.priority, ParentTaskID=run.parent_id),
             )
         if run.status != RunStatus.RUNNING:
             return None
@@ -185,7 +194,9 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision: Decision | None) -> _
         if decision is not None:
             if run.steering_pending:
                 return True  # steering arrived while the planner thought: apply it first
-            events.emit(run=run, type=events.PLANNER_DECISION, payload={"Step": step, "Decision": describe(decision)})
+            events.emit(
+                run=run, type=events.PLANNER_DECISION, payload=PlannerDecision(Step=step, Decision=describe(decision))
+            )
             if isinstance(decision, Finish):
                 run_complete(run, decision.answer)
                 return False
@@ -200,7 +211,7 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision: Decision | None) -> _
                     history_entry={"pause": decision.cause},
                 )
                 return False
-            pending = {"tool": decision.tool, "args": decision.args, "step": step}
+            pending: dict[str, Any] = {"tool": decision.tool, "args": decision.args, "step": step}
         else:
             assert boundary.pending is not None, "without a decision, a boundary carries its pending call"
             pending = boundary.pending
@@ -218,7 +229,7 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision: Decision | None) -> _
         events.emit(
             run=run,
             type=events.TOOL_INVOKED,
-            payload={"Tool": tool.name, "Step": step, "Args": pending["args"], "Attempt": attempt.attempt},
+            payload=ToolInvoked(Tool=tool.name, Step=step, Args=pending["args"], Attempt=attempt.attempt),
         )
         return _Call(tool=tool, args=pending["args"], step=step, ctx=ctx, attempt=attempt)
 
@@ -245,7 +256,7 @@ def _execute(lease: Lease, call: _Call) -> bool:
                 summary=pause.summary,
                 deadline=pause.deadline,
                 tool=call.tool.name,
-                companion=(pause.companion, pause.payload),
+                companion=(pause.companion, tool_pause_companion(pause.payload, events.SEALED)),
             )
 
         return _record(lease, call, ToolCallOutcome.PAUSED, park_signalled)
@@ -269,7 +280,7 @@ def _execute(lease: Lease, call: _Call) -> bool:
 
         def failed(run: Run) -> None:
             events.emit(
-                run=run, type=events.TOOL_FAILED, payload={"Tool": call.tool.name, "Step": call.step, "Error": message}
+                run=run, type=events.TOOL_FAILED, payload=ToolFailed(Tool=call.tool.name, Step=call.step, Error=message)
             )
             run_fail(run, FailureCode.RUNTIME_ERROR, message)
 
@@ -314,7 +325,7 @@ def _checkpoint(run: Run, call: _Call, result: object) -> bool:
     events.emit(
         run=run,
         type=events.TOOL_COMPLETED,
-        payload={"Tool": call.tool.name, "Step": call.step, "Result": result, "Attempt": call.attempt.attempt},
+        payload=ToolCompleted(Tool=call.tool.name, Step=call.step, Result=result, Attempt=call.attempt.attempt),
     )
     return True
 

@@ -8,6 +8,7 @@ from approvals.domain.services import pause_park
 from approvals.models import Cause, Reason
 from runs.domain import events
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
+from runs.domain.event_types import CompanionPayload, ToolApprovalRequested
 from runs.domain.transitions import run_fail
 from runs.models import FailureCode, Run
 
@@ -24,7 +25,7 @@ def park(
     summary: str = "",
     deadline: timedelta | None = None,
     tool: str = "",
-    companion: tuple[str, dict] | None = None,
+    companion: tuple[str, CompanionPayload] | None = None,
     history_entry: dict | None = None,
 ) -> bool:
     """Mint a pause (run lock held). A context that cannot be checkpointed fails the pause
@@ -73,7 +74,13 @@ def park_for_gate(run: Run, ctx: ToolContext, tool: Tool, args: dict) -> bool:
         summary=f"Approve {tool.name}({summary})",
         companion=(
             events.TOOL_APPROVAL_REQUESTED,
-            {"Tool": tool.name, "Reason": reason, "ArgsSummary": summary, "Editable": tool.editable_args},
+            ToolApprovalRequested(
+                Tool=tool.name,
+                PauseToken=events.SEALED,  # the pause is minted next; its token fills this in
+                Reason=reason,
+                ArgsSummary=summary,
+                Editable=tool.editable_args,
+            ),
         ),
     )
 

@@ -42,8 +42,10 @@ def web_session_for_key(session_key: str) -> str:
 
 def web_session_id(request: HttpRequest) -> str:
     if not request.session.session_key:
-        request.session.save()
-    return web_session_for_key(request.session.session_key)
+        request.session.save()  # which gives the session its key
+    session_key = request.session.session_key
+    assert session_key is not None
+    return web_session_for_key(session_key)
 
 
 def web_caller(request: HttpRequest) -> Caller | None:
@@ -65,10 +67,15 @@ def web_caller(request: HttpRequest) -> Caller | None:
 P = ParamSpec("P")
 
 
-class MemberRequest(HttpRequest):
-    """A request `member_required` let through: signed in, a member, its caller resolved."""
+class SignedInRequest(HttpRequest):
+    """A request `login_required` let through."""
 
     user: User
+
+
+class MemberRequest(SignedInRequest):
+    """A request `member_required` let through: signed in, a member, its caller resolved."""
+
     caller: Caller
     memberships: list[Membership]
 
@@ -94,7 +101,7 @@ def member_required(
 
 @login_required
 @require_POST
-def tenant_switch(request: HttpRequest) -> HttpResponse:
+def tenant_switch(request: SignedInRequest) -> HttpResponse:
     """Work in another of the person's tenants: the choice lives in their session only."""
     membership = next(
         (m for m in selectors.memberships_of(user=request.user) if m.tenant.slug == request.POST.get("tenant")), None

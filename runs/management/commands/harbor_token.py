@@ -4,7 +4,9 @@ Signed by the development key pair, which only the embedded default trusts; prod
 trusts only its configured public keys, so there a token needs `--private-key` (the
 private half of one of them)."""
 
+from argparse import ArgumentParser
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from django.conf import settings
@@ -16,7 +18,7 @@ from runs.protocol.auth import token_issue
 class Command(BaseCommand):
     help = "Print a Harbor API token (JWT) for a tenant, user and session."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--user", required=True)
         parser.add_argument("--session", help="the session claim (X-Harbor-Session overrides it)")
@@ -30,7 +32,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--audience", help="the aud claim (default: HARBOR_JWT_AUDIENCE)")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: str, **options: Any) -> None:
         key = None
         if options["private_key"]:
             try:
