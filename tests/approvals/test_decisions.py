@@ -149,7 +149,9 @@ def test_wrong_foreign_and_unknown_tokens_are_refused_alike_and_audited(people, 
 
 def test_a_copy_of_the_database_lifts_no_pause(people, parked):
     run, pause, token = parked
-    stored = [str(v) for v in Pause.objects.filter(pk=pause.pk).values().first().values() if v]
+    row = Pause.objects.filter(pk=pause.pk).values().first()
+    assert row is not None
+    stored = [str(v) for v in row.values() if v]
     stored += [str(v) for e in Event.objects.filter(run=run) for v in e.payload.values()]
     assert token not in " ".join(stored)
     alice = people.caller("alice")

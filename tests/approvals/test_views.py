@@ -97,7 +97,9 @@ def test_decisions_need_a_csrf_token(people):
     assert client.post(f"/inbox/pauses/{pause.pk}/decide/", {"method": "approve"}).status_code == 403
     assert Pause.objects.get(pk=pause.pk).state == PauseState.PAUSED
     page = client.get("/inbox/").content.decode()
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert found, page[:300]
+    token = found.group(1)
     ok = client.post(f"/inbox/pauses/{pause.pk}/decide/", {"method": "approve", "csrfmiddlewaretoken": token})
     assert ok.status_code == 302 and Pause.objects.get(pk=pause.pk).decision == Decision.APPROVE
 
