@@ -11,15 +11,14 @@ from runs.domain.services import run_start, steering_submit
 from runs.models import Event, RunStatus
 from runs.runtime.dispatch import drain
 from tests.conftest import db_snapshot
+from tests.factories import PauseFactory
 
 
 @pytest.fixture
 def parked(people, probe):
     """A probe run of alice's (session s1), parked on its approval gate."""
-    run, _ = run_start(caller=people.caller("alice"), query="launch", agent_id="probe")
-    drain()
-    run.refresh_from_db()
-    pause = Pause.objects.get(run=run)
+    pause = PauseFactory.create(caller=people.caller("alice"))
+    run = pause.run
     assert run.status == RunStatus.PAUSED and pause.is_open
     return run, pause, token_unseal(pause.token_sealed)
 

@@ -9,6 +9,7 @@ from django.test import Client
 from runs.domain import selectors
 from runs.identity.permissions import membership_grant
 from runs.models import Role, Run
+from tests.factories import SuperuserFactory
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def test_the_lockout_is_per_account_and_address_and_shown_to_admins(people, lock
     assert _sign_in(Client(), "bob", "bob-password").status_code == 302
     attempt = AccessAttempt.objects.get()
     assert attempt.username == "alice" and attempt.failures_since_start >= 5
-    admin = get_user_model().objects.create_superuser("root", password="root-password")
+    admin = SuperuserFactory.create(username="root")
     staff = Client()
     staff.force_login(admin)
     listing = staff.get("/admin/axes/accessattempt/")
