@@ -3,6 +3,7 @@
 import asyncio
 import os
 
+from asgiref.typing import ASGI3Application, ASGIReceiveCallable, ASGISendCallable, Scope, WebSocketScope
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harbor_site.settings")
@@ -32,11 +33,11 @@ def _origin(scheme: str, netloc: str) -> tuple[str, str, str] | None:
     return scheme, host, port or DEFAULT_PORTS[scheme]
 
 
-def _headers(scope) -> dict[bytes, str]:
+def _headers(scope: WebSocketScope) -> dict[bytes, str]:
     return {name.lower(): value.decode("latin-1") for name, value in scope.get("headers", [])}
 
 
-def origin_allowed(scope) -> bool:
+def origin_allowed(scope: WebSocketScope) -> bool:
     """Scheme, host and port of `Origin` must name this server as the browser reached it
     (its Host header, which must be an allowed host) or a CSRF trusted origin."""
     headers = _headers(scope)
@@ -56,10 +57,10 @@ def origin_allowed(scope) -> bool:
 
 
 class OriginValidator:
-    def __init__(self, app) -> None:
+    def __init__(self, app: ASGI3Application) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         if scope["type"] == "websocket" and not origin_allowed(scope):
             return await WebsocketDenier()(scope, receive, send)
         return await self.app(scope, receive, send)
@@ -73,7 +74,7 @@ _router = ProtocolTypeRouter(
 )
 
 
-async def application(scope, receive, send):
+async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
     if events._server_loop is None:
         # The first connection tells us the server's loop; the embedded runtime starts then.
         events.bind_server_loop(asyncio.get_running_loop())

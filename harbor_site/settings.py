@@ -8,6 +8,7 @@ layer, runs advanced by threads inside the web process). With them: production
 import json
 import os
 import secrets
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -109,6 +110,8 @@ TEMPLATES = [
     },
 ]
 
+DATABASES: dict[str, Mapping[str, object]]
+CHANNEL_LAYERS: dict[str, dict[str, object]]
 if EMBEDDED:
     DATABASES = {
         "default": {

@@ -1,12 +1,14 @@
+from collections.abc import Callable
+
 from django.contrib import admin
-from django.http import JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
 from django.views import defaults
 from django.views.decorators.http import require_GET
 
 
 @require_GET
-def health(request):
+def health(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
@@ -21,8 +23,10 @@ urlpatterns = [
 
 # Errors raised outside the API's own handler (a middleware, a suspicious request) still
 # answer /v1/ with the protocol's JSON body (PROTOCOL §7), never Django's HTML page.
-def _protocol_error(default, status: int, code: str, message: str):
-    def view(request, exception=None):
+def _protocol_error(
+    default: Callable[..., HttpResponse], status: int, code: str, message: str
+) -> Callable[..., HttpResponse]:
+    def view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
         if request.path.startswith("/v1/"):
             return JsonResponse({"code": code, "message": message}, status=status)
         return default(request, exception) if exception is not None else default(request)

@@ -1,4 +1,7 @@
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.forms import ModelForm
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -13,7 +16,7 @@ class MembershipInline(admin.TabularInline):
     can_delete = False
     readonly_fields = ["user", "role", "created_at"]
 
-    def has_add_permission(self, request, obj=None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Tenant | None = None) -> bool:
         return False
 
 
@@ -33,22 +36,22 @@ class MembershipAdmin(admin.ModelAdmin):
     list_filter = ["tenant", "role"]
     search_fields = ["user__username"]
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: Membership | None = None) -> list[str]:
         return ["tenant", "user"] if obj else []
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Membership, form: ModelForm, change: bool) -> None:
         saved = membership_grant(tenant=obj.tenant, user=obj.user, role=obj.role)
         obj.pk = saved.pk
 
-    def delete_model(self, request, obj):
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
         membership_revoke(tenant=obj.tenant, user=obj.user)
 
-    def delete_queryset(self, request, queryset):
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
         for membership in queryset:
             membership_revoke(tenant=membership.tenant, user=membership.user)
 
 
-def changelist_link(model: str, label: str, **filters) -> str:
+def changelist_link(model: str, label: str, **filters: object) -> str:
     query = "&".join(f"{k}={v}" for k, v in filters.items())
     return format_html('<a href="{}?{}">{}</a>', reverse(f"admin:{model}_changelist"), query, label)
 
@@ -60,7 +63,7 @@ class RunAdmin(ReadOnlyAdmin):
     search_fields = ["id", "goal", "owner__username"]
     readonly_fields = ["audit_links"]
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: Run | None = None) -> list[str]:  # type: ignore[override]  # ReadOnlyAdmin's obj is any model
         return ["audit_links", *super().get_readonly_fields(request, obj)]
 
     @admin.display(description="audit")

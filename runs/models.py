@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import models
 from django.db.models import Q
 from django.db.models.signals import pre_save
@@ -42,7 +43,7 @@ class Membership(models.Model):
 
 
 @receiver(pre_save, sender=settings.AUTH_USER_MODEL)
-def _username_normalised(sender, instance, **kwargs) -> None:
+def _username_normalised(sender: type[User], instance: User, **kwargs: object) -> None:
     """Accounts made in the admin or a shell get the same normal form as sign-in and tokens
     use, so `Alice` and `alice` can never be two accounts. Names normalisation refuses
     (look-alikes) are left as typed: such an account can neither sign in nor be named by

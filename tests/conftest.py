@@ -3,11 +3,10 @@
 import os
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from runs.identity.callers import Caller, caller_resolve
-from runs.identity.permissions import membership_grant
-from runs.models import Role, Tenant
+from runs.models import Role
+from tests.factories import MembershipFactory, TenantFactory
 
 POSTGRES = os.environ.get("DATABASE_URL", "").startswith("postgres")
 REDIS = bool(os.environ.get("REDIS_URL"))
@@ -46,9 +45,8 @@ class People:
     globex: gina (member)."""
 
     def __init__(self) -> None:
-        User = get_user_model()
-        self.acme = Tenant.objects.create(slug="acme", name="Acme")
-        self.globex = Tenant.objects.create(slug="globex", name="Globex")
+        self.acme = TenantFactory.create(slug="acme", name="Acme")
+        self.globex = TenantFactory.create(slug="globex", name="Globex")
         for tenant, name, role in [
             (self.acme, "alice", Role.MEMBER),
             (self.acme, "bob", Role.APPROVER),
@@ -57,8 +55,7 @@ class People:
             (self.acme, "mallory", Role.MEMBER),
             (self.globex, "gina", Role.MEMBER),
         ]:
-            user = User.objects.create_user(username=name, password=f"{name}-password")
-            membership_grant(tenant=tenant, user=user, role=role)
+            MembershipFactory.create(tenant=tenant, user__username=name, role=role)  # password: <name>-password
 
     def caller(self, user: str, session: str = "s1", *, tenant: str | None = None, scopes=()) -> Caller:
         tenant = tenant or ("globex" if user == "gina" else "acme")

@@ -5,19 +5,18 @@ from django.contrib.auth import get_user_model
 
 from approvals.domain.tokens import token_unseal
 from approvals.models import Pause
-from runs.domain.services import run_start, steering_submit
+from runs.domain.services import steering_submit
 from runs.runtime.dispatch import drain
+from tests.factories import PauseFactory, SuperuserFactory
 
 
 @pytest.fixture
 def audited(people, client):
-    run, _ = run_start(caller=people.caller("alice"), query="deploy build 9 to prod", agent_id="deploy")
-    drain()
-    pause = Pause.objects.get(run=run)
-    token = token_unseal(pause.token_sealed)
+    pause = PauseFactory.create(caller=people.caller("alice"), query="deploy build 9 to prod", agent_id="deploy")
+    run, token = pause.run, token_unseal(pause.token_sealed)
     steering_submit(caller=people.caller("bob", "web"), run_id=run.pk, method="approve", payload={"reason": "ok"})
     pause.refresh_from_db()
-    admin = get_user_model().objects.create_superuser("root", password="root-password")
+    admin = SuperuserFactory.create(username="root")
     client.force_login(admin)
     return run, pause, token
 

@@ -11,7 +11,9 @@ def test_live_server_serves_health_and_admin_login(live_harbor):
     assert set(live_harbor.logins) == {"alice", "bob", "olivia", "admin", "gina"}
     with httpx.Client(base_url=live_harbor.url) as client:
         page = client.get("/admin/login/")
-        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+        assert found, page.text[:300]
+        csrf = found.group(1)
         signed_in = client.post(
             "/admin/login/?next=/admin/",
             data={"csrfmiddlewaretoken": csrf, "username": "admin", "password": live_harbor.logins["admin"]},

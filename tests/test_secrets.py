@@ -9,9 +9,10 @@ import pytest
 
 from approvals.domain.tokens import token_digest, token_unseal
 from approvals.models import Pause, PauseState
-from runs.domain.services import run_start, steering_submit
+from runs.domain.services import steering_submit
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
+from tests.factories import PauseFactory
 
 CHECK = [
     sys.executable,
@@ -77,10 +78,8 @@ def test_bin_run_does_not_turn_debug_on():
 @pytest.fixture
 def parked(people, probe, settings):
     settings.HARBOR_TOKEN_KEYS = ["token-key-one-" + "1" * 32]
-    run, _ = run_start(caller=people.caller("alice"), query="launch", agent_id="probe")
-    drain()
-    pause = Pause.objects.get(run=run)
-    return run, pause, token_unseal(pause.token_sealed)
+    pause = PauseFactory.create(caller=people.caller("alice"))
+    return pause.run, pause, token_unseal(pause.token_sealed)
 
 
 def test_rotating_secret_key_and_token_keys_leaves_an_open_pause_resumable(people, parked, settings):

@@ -7,8 +7,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from runs.domain.services import run_start
-from runs.runtime.dispatch import drain
+from tests.factories import PauseFactory
 
 
 class InlineFinder(HTMLParser):
@@ -35,8 +34,7 @@ def _directives(header: str) -> dict:
 
 @pytest.fixture
 def pages(people, probe):
-    run, _ = run_start(caller=people.caller("alice"), query="launch", agent_id="probe")
-    drain()
+    run = PauseFactory.create(caller=people.caller("alice")).run
     return ["/login/", "/console/", f"/console/runs/{run.pk}/", "/console/new/", "/inbox/", "/inbox/history/"]
 
 

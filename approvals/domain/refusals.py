@@ -2,12 +2,14 @@
 they are queued while the service runs and written after it unwinds."""
 
 import contextlib
+from collections.abc import Iterator
 from contextvars import ContextVar
+from typing import Any
 
-_queue: ContextVar[list | None] = ContextVar("harbor_refusals", default=None)
+_queue: ContextVar[list[dict[str, Any]] | None] = ContextVar("harbor_refusals", default=None)
 
 
-def queue(record: dict) -> None:
+def queue(record: dict[str, Any]) -> None:
     pending = _queue.get()
     if pending is None:
         _write([record])
@@ -16,7 +18,7 @@ def queue(record: dict) -> None:
 
 
 @contextlib.contextmanager
-def collecting():
+def collecting() -> Iterator[None]:
     token = _queue.set([])
     try:
         yield
@@ -27,7 +29,7 @@ def collecting():
             _write(pending)
 
 
-def _write(records: list[dict]) -> None:
+def _write(records: list[dict[str, Any]]) -> None:
     from approvals.models import DecisionRefusal
 
     DecisionRefusal.objects.bulk_create([DecisionRefusal(**r) for r in records])

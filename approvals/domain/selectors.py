@@ -1,6 +1,7 @@
 """Reads of pauses, already filtered to what the caller may see or decide."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from datetime import datetime
 
 from django.db.models import Q, QuerySet
 from guardian.core import ObjectPermissionChecker
@@ -9,6 +10,7 @@ from guardian.shortcuts import get_objects_for_user
 from approvals.models import Pause, PauseState
 from runs.domain.pagination import Page, paginate
 from runs.identity.callers import Caller
+from runs.models import Run
 
 # --- Pages (the approvals inbox) -------------------------------------------------------------
 
@@ -39,7 +41,7 @@ def pause_history(*, caller: Caller, limit: int = 100) -> QuerySet[Pause]:
     return decided.select_related("run", "decided_by").order_by("-decided_at")[:limit]
 
 
-def pause_open_for_run(*, run) -> Pause | None:
+def pause_open_for_run(*, run: Run) -> Pause | None:
     return run.pauses.filter(state=PauseState.PAUSED).order_by("-created_at").first()
 
 
@@ -49,7 +51,7 @@ def open_pauses_by_run(*, run_ids: list[str]) -> dict[str, Pause]:
     return {pause.run_id: pause for pause in pauses}
 
 
-def pause_of_run(*, run, pause_id: str) -> Pause | None:
+def pause_of_run(*, run: Run, pause_id: str) -> Pause | None:
     return run.pauses.filter(pk=pause_id).first()
 
 
@@ -76,7 +78,7 @@ def pauses_visible(*, caller: Caller) -> QuerySet[Pause]:
     return pauses.select_related("tenant")
 
 
-def token_visibility(*, caller: Caller, pause_ids) -> Callable[[str | None], bool]:
+def token_visibility(*, caller: Caller, pause_ids: Iterable[str | None]) -> Callable[[str | None], bool]:
     """Which of these pauses' resume tokens the caller is shown: only where the decision
     rule would accept it (the pausing user and session, or the permission to decide), so a
     token never reaches anyone it could not serve."""
@@ -87,7 +89,7 @@ def token_visibility(*, caller: Caller, pause_ids) -> Callable[[str | None], boo
         Pause.objects.filter(pk__in=ids, tenant=caller.tenant).only("pk", "identity_user", "identity_session")
     )
     checker = ObjectPermissionChecker(caller.user)
-    checker.prefetch_perms(pauses)
+    checker.prefetch_perms(pauses)  # type: ignore[arg-type]  # guardian takes a list as well as a queryset
     allowed = {
         p.pk
         for p in pauses
@@ -104,8 +106,8 @@ def pause_list(
     run_ids: list[str] | None = None,
     reasons: list[str] | None = None,
     causes: list[str] | None = None,
-    since=None,
-    until=None,
+    since: datetime | None = None,
+    until: datetime | None = None,
     page: int = 1,
     page_size: int = 50,
 ) -> Page[Pause]:

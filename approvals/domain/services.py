@@ -3,7 +3,8 @@
 Lock order is always run, then pause. Callers that decide hold the run's row lock."""
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -13,6 +14,13 @@ from approvals.domain.tokens import token_digest, token_mint, token_seal
 from approvals.models import Cause, Decision, Pause, PauseState
 from runs.domain import events
 from runs.domain.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
+from runs.domain.event_types import (
+    CompanionPayload,
+    NotificationPauseRequested,
+    PauseRequested,
+    PauseResumed,
+    ToolDecided,
+)
 from runs.domain.transitions import move, run_cancelled, run_reject
 from runs.identity.callers import Caller
 from runs.identity.permissions import grant_pause_permissions
@@ -37,7 +45,7 @@ def pause_park(
     tool_context: dict | None = None,
     handle_keys: dict | None = None,
     deadline: timedelta | None = None,
-    companion: tuple[str, dict] | None = None,
+    companion: tuple[str, CompanionPayload] | None = None,
     summary: str = "",
 ) -> tuple[Pause, str]:
     """Park a running run on a new pause. Called by the runtime alone, holding the run lock."""
@@ -66,21 +74,22 @@ def pause_park(
         run=run,
         type=events.PAUSE_REQUESTED,
         pause=pause,
-        payload={"Token": token, "Reason": reason, "Cause": cause, "ExpiresAt": expires},
+        payload=PauseRequested(Token=token, Reason=reason, Cause=cause, ExpiresAt=expires),
     )
     if companion:
+        # Its PauseToken (a placeholder: the pause did not exist yet) is filled in from the pause.
         companion_type, companion_payload = companion
-        events.emit(run=run, type=companion_type, pause=pause, payload={**companion_payload, "PauseToken": token})
+        events.emit(run=run, type=companion_type, pause=pause, payload=companion_payload)
     events.emit(
         run=run,
         type=events.NOTIFICATION_PAUSE_REQUESTED,
         pause=pause,
-        payload={
-            "Summary": summary or f"{cause} pause on {run.agent_id} run",
-            "Severity": "action_required" if cause == Cause.HITL_APPROVAL else "info",
-            "Deeplink": f"/inbox/#pause-{pause.pk}",
-            "PauseToken": token,
-        },
+        payload=NotificationPauseRequested(
+            Summary=summary or f"{cause} pause on {run.agent_id} run",
+            Severity="action_required" if cause == Cause.HITL_APPROVAL else "info",
+            Deeplink=f"/inbox/#pause-{pause.pk}",
+            PauseToken=token,
+        ),
     )
     return pause, token
 
@@ -93,8 +102,8 @@ def pause_decide(
     token: str | None = None,
     pause_id: str | None = None,
     reason: str = "",
-    args: dict | None = None,
-    input=None,
+    args: object = None,
+    input: object = None,
 ) -> Pause:
     """Decide a pause synchronously (approve, reject or resume). The caller holds `run`'s
     row lock; the pause is locked here and its state re-checked, so of any number of
@@ -129,19 +138,19 @@ def pause_decide(
         run=run,
         type=events.PAUSE_RESUMED,
         pause=pause,
-        payload={"Token": events.SEALED, "Reason": pause.reason, "Cause": pause.cause, "Decision": decision},
+        payload=PauseResumed(Token=events.SEALED, Reason=pause.reason, Cause=pause.cause, Decision=decision),
     )
     if decision in GATE_DECISIONS:
         events.emit(
             run=run,
             type=events.TOOL_APPROVED if decision == Decision.APPROVE else events.TOOL_REJECTED,
             pause=pause,
-            payload={
-                "Tool": pause.tool,
-                "PauseToken": events.SEALED,
-                "ApproverReason": reason or "",
-                "Actor": caller.user.username,
-            },
+            payload=ToolDecided(
+                Tool=pause.tool,
+                PauseToken=events.SEALED,
+                ApproverReason=reason or "",
+                Actor=caller.user.username,
+            ),
         )
     if decision == Decision.REJECT:
         # Terminal: the gated call never runs and no reconsideration exists.
@@ -174,11 +183,11 @@ def pause_close(*, run: Run, pause: Pause, decision: str, reason: str = "") -> N
         run=run,
         type=events.PAUSE_RESUMED,
         pause=pause,
-        payload={"Token": events.SEALED, "Reason": pause.reason, "Cause": pause.cause, "Decision": decision},
+        payload=PauseResumed(Token=events.SEALED, Reason=pause.reason, Cause=pause.cause, Decision=decision),
     )
 
 
-def pause_sweep_overdue(*, now=None) -> int:
+def pause_sweep_overdue(*, now: datetime | None = None) -> int:
     """Resolve every overdue open pause with `timeout`: terminal, like a rejection."""
     now = now or timezone.now()
     overdue = Pause.objects.filter(state=PauseState.PAUSED, expires_at__lte=now).values_list("pk", "run_id")
@@ -218,7 +227,7 @@ def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None, p
         if found is None or found["tenant_id"] != caller.tenant.pk or found["run_id"] != run.pk:
             # Wrong, foreign and unknown tokens are refused alike, and audited.
             same_tenant = found is not None and found["tenant_id"] == caller.tenant.pk
-            _refuse(caller, method, Pause.objects.get(pk=found["pk"]) if same_tenant else None, "not_found")
+            _refuse(caller, method, Pause.objects.get(pk=found["pk"]) if found and same_tenant else None, "not_found")
             raise NotFound(NO_OPEN_PAUSE)
         pause = Pause.objects.select_for_update(no_key=True).get(pk=found["pk"])
         return pause
@@ -230,7 +239,7 @@ def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None, p
     return pause
 
 
-def _approved_args(pause: Pause, args) -> dict:
+def _approved_args(pause: Pause, args: object) -> dict[str, Any]:
     original = pause.payload.get("Args", {})
     if args is None:
         return original
@@ -244,9 +253,9 @@ def _approved_args(pause: Pause, args) -> dict:
     return {**original, **args}
 
 
-def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, decision_input) -> None:
+def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, decision_input: object) -> None:
     now = timezone.now()
-    fields = {
+    fields: dict[str, object] = {
         "state": PauseState.RESUMED,
         "decision": decision,
         "decision_reason": reason,

@@ -7,7 +7,7 @@ import uuid
 from urllib.parse import urlsplit
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -19,7 +19,7 @@ from runs.domain.errors import HarborError
 from runs.domain.services import steering_submit
 from runs.models import DECISION_INSTRUCTIONS
 from runs.web.forms import SteeringFormError
-from runs.web.views import error_text, member_required, safe_next
+from runs.web.views import MemberRequest, error_text, member_required, safe_next
 
 DONE = {
     "approve": "Approved {tool}: the call runs now.",
@@ -55,7 +55,7 @@ def pause_card(pause: Pause) -> dict:
 
 @member_required
 @require_GET
-def inbox(request: HttpRequest) -> HttpResponse:
+def inbox(request: MemberRequest) -> HttpResponse:
     cards = [pause_card(pause) for pause in selectors.pauses_decidable(caller=request.caller)[:100]]
     context = {"cards": cards, "tab": "open", "page": "inbox"}
     if request.GET.get("fragment") == "cards":
@@ -65,7 +65,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
 
 @member_required
 @require_GET
-def history(request: HttpRequest) -> HttpResponse:
+def history(request: MemberRequest) -> HttpResponse:
     pauses = list(selectors.pause_history(caller=request.caller))
     open_count = selectors.pauses_decidable(caller=request.caller).count()
     return render(
@@ -77,7 +77,7 @@ def history(request: HttpRequest) -> HttpResponse:
 
 @member_required
 @require_POST
-def decide(request: HttpRequest, pause_id: str) -> HttpResponse:
+def decide(request: MemberRequest, pause_id: str) -> HttpResponse:
     back = safe_next(request, reverse("approvals:inbox"))
     method = request.POST.get("method", "")
     if method not in DECISION_INSTRUCTIONS:

@@ -1,6 +1,8 @@
 """Append-only audit rows: they may be created, and settled once by their service, never
 altered or deleted through the ORM afterwards."""
 
+from typing import Any, NoReturn
+
 from django.db import models
 
 
@@ -9,13 +11,13 @@ class AuditImmutable(Exception):
 
 
 class AppendOnlyQuerySet(models.QuerySet):
-    def update(self, **kwargs):
+    def update(self, **kwargs: Any) -> NoReturn:
         raise AuditImmutable(f"{self.model.__name__} rows are append-only")
 
-    def delete(self):
+    def delete(self) -> NoReturn:
         raise AuditImmutable(f"{self.model.__name__} rows are append-only")
 
-    def _settle(self, **kwargs) -> int:
+    def _settle(self, **kwargs: Any) -> int:
         """The one sanctioned write after creation: used by services for a guarded,
         single-shot transition (the filter carries the state it must still be in)."""
         return super().update(**kwargs)
@@ -27,10 +29,10 @@ class AppendOnlyModel(models.Model):
     class Meta:
         abstract = True
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
             raise AuditImmutable(f"{type(self).__name__} rows are append-only")
         super().save(*args, **kwargs)
 
-    def delete(self, *args, **kwargs):
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise AuditImmutable(f"{type(self).__name__} rows are append-only")

@@ -6,13 +6,19 @@ channel layer only after it commits."""
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
+from runs.domain.event_types import EventPayload
 from runs.models import Event, Run, Tenant
+
+if TYPE_CHECKING:  # approvals.models imports runs.models; the annotation needs no import at runtime
+    from approvals.models import Pause
 
 log = logging.getLogger("harbor.events")
 
@@ -62,13 +68,13 @@ def user_group(user_id: int) -> str:
     return f"user.{user_id}"
 
 
-def emit(*, run: Run, type: str, payload: dict, pause=None) -> Event:
+def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = None) -> Event:
     """Append an event. Must run inside the transaction of the change it describes, with
     the run's row lock held (lock order: run, pause, then the tenant cursor)."""
     conn = transaction.get_connection()
     assert conn.in_atomic_block, "events are written in the transaction of their change"
     sequence = _next_sequence(conn, run.tenant_id)
-    stored = {k: v for k, v in payload.items() if k not in TOKEN_KEYS}
+    stored: dict[str, object] = {k: v for k, v in payload.items() if k not in TOKEN_KEYS}
     if pause is not None:
         stored["_pause"] = pause.pk
         stored["_token_keys"] = [k for k in TOKEN_KEYS if k in payload]
@@ -86,7 +92,7 @@ def emit(*, run: Run, type: str, payload: dict, pause=None) -> Event:
     return event
 
 
-def _next_sequence(conn, tenant_id: int) -> int:
+def _next_sequence(conn: BaseDatabaseWrapper, tenant_id: int) -> int:
     """Bump the tenant's event cursor. The UPDATE holds the cursor row until commit, so
     sequences are strictly increasing in commit order and a reader tailing by sequence
     never skips a late-committing event. An UPDATE of a non-key column takes a "no key"

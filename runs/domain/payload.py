@@ -2,7 +2,7 @@
 
 import json
 import math
-from typing import Any
+from typing import Any, NoReturn
 
 from runs.domain.errors import PayloadInvalid
 
@@ -18,7 +18,7 @@ MAX_REQUEST_BYTES = 64 * 1024
 MAX_INTEGER = 2**53 - 1
 
 
-def _not_json(constant: str):
+def _not_json(constant: str) -> NoReturn:
     raise ValueError(f"{constant} is not a JSON value")
 
 

@@ -3,6 +3,10 @@
 The pages (console, run page, websockets) and the /v1 API (tasks.list, tasks.get, the SSE
 stream) read through the same filters, so no client sees more than the protocol allows."""
 
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.contrib.sessions.backends.base import SessionBase
 from django.db.models import Count, Prefetch, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
@@ -19,11 +23,13 @@ from runs.models import Event, Membership, Run, RunStatus, SteeringInstruction, 
 ACTIVE_TENANT_SESSION_KEY = "harbor_tenant"
 
 
-def membership_for_user(*, user, session=None) -> Membership | None:
+def membership_for_user(
+    *, user: User | AnonymousUser | None, session: SessionBase | dict[str, Any] | None = None
+) -> Membership | None:
     """The membership a signed-in person works in: the tenant chosen in `session` (the
     Django session, or a websocket scope's) while they still belong to it, else their first
     membership. Pages and websockets pass their session, so both speak for the same tenant."""
-    if user is None or not getattr(user, "is_authenticated", False):
+    if user is None or isinstance(user, AnonymousUser) or not user.is_authenticated:
         return None
     memberships = Membership.objects.select_related("tenant").filter(user=user).order_by("created_at", "pk")
     active = session.get(ACTIVE_TENANT_SESSION_KEY) if session is not None else None
@@ -34,7 +40,7 @@ def membership_for_user(*, user, session=None) -> Membership | None:
     return memberships.first()
 
 
-def memberships_of(*, user) -> list[Membership]:
+def memberships_of(*, user: User) -> list[Membership]:
     """Every tenant a person belongs to, for the pages' tenant switcher."""
     return list(Membership.objects.select_related("tenant").filter(user=user).order_by("tenant__slug"))
 
@@ -54,7 +60,7 @@ def runs_visible(*, caller: Caller, status: str | None = None, tenant_wide: bool
     return runs.select_related("tenant", "owner").order_by("-created_at", "-pk")
 
 
-def run_visible(*, caller: Caller, run_id) -> Run | None:
+def run_visible(*, caller: Caller, run_id: object) -> Run | None:
     """One run the caller may see; another tenant's and an unknown run are both None."""
     if not isinstance(run_id, str) or not run_id:
         return None

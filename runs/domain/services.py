@@ -2,6 +2,7 @@
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -18,6 +19,7 @@ from runs.domain.errors import (
     ScopeMismatch,
     UnknownMethod,
 )
+from runs.domain.event_types import TaskPrioritised, TaskSpawned
 from runs.domain.payload import MAX_STRING, check_bounds
 from runs.identity.callers import Caller
 from runs.identity.permissions import grant_run_permissions
@@ -98,7 +100,7 @@ def run_start(
             events.emit(
                 run=run,
                 type=events.TASK_SPAWNED,
-                payload={"TaskID": run.pk, "Priority": priority, "ParentTaskID": parent.pk if parent else None},
+                payload=TaskSpawned(TaskID=run.pk, Priority=priority, ParentTaskID=parent.pk if parent else None),
             )
             wake_on_commit()
     except IntegrityError:
@@ -121,7 +123,7 @@ def steering_submit(
     caller: Caller,
     run_id: str,
     method: str,
-    payload=None,
+    payload: object = None,
     event_id: str | None = None,
     requested_scope: str | None = None,
     pause_id: str | None = None,
@@ -159,7 +161,16 @@ def steering_submit(
             raise
 
 
-def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope, pause_id) -> SteeringReceipt:
+def _submit_locked(
+    *,
+    caller: Caller,
+    run_id: str,
+    method: str,
+    payload: dict[str, Any],
+    event_id: str | None,
+    requested_scope: str | None,
+    pause_id: str | None,
+) -> SteeringReceipt:
     run = (
         Run.objects.select_for_update(no_key=True).filter(pk=run_id, tenant=caller.tenant).first()
         if isinstance(run_id, str)
@@ -283,7 +294,7 @@ def _validate_payload(method: str, payload: dict) -> dict:
     return payload  # inject_context: any object
 
 
-def _check_priority(priority, *, error: type[HarborError] = InvalidRequest) -> None:
+def _check_priority(priority: object, *, error: type[HarborError] = InvalidRequest) -> None:
     # start's priority is a body field (400); prioritize's is a payload rule (422).
     if isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITY_RANGE:
         raise error(f"priority must be an integer from {PRIORITY_RANGE.start} to {PRIORITY_RANGE.stop - 1}")
@@ -296,12 +307,12 @@ def _apply_prioritize(run: Run, priority: int) -> None:
     events.emit(
         run=run,
         type=events.TASK_PRIORITISED,
-        payload={"TaskID": run.pk, "PriorPriority": prior, "NewPriority": priority},
+        payload=TaskPrioritised(TaskID=run.pk, PriorPriority=prior, NewPriority=priority),
     )
     wake_on_commit()
 
 
-def _narrate_rejection(caller: Caller, run_id, method: str, error: HarborError) -> None:
+def _narrate_rejection(caller: Caller, run_id: object, method: str, error: HarborError) -> None:
     """The stream narrates refused controls too (control.received then control.rejected),
     on runs the caller can see; the refused change itself was rolled back."""
     if error.code == "not_found" or not isinstance(run_id, str):

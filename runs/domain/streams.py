@@ -10,9 +10,12 @@ nudges without ever depending on the layer: while it fails, the stream polls the
 import asyncio
 import logging
 
+from channels.layers import BaseChannelLayer
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.contrib.auth.signals import user_logged_out
 from django.dispatch import receiver
+from django.http import HttpRequest
 
 from approvals.domain.selectors import token_visibility
 from runs.domain import events, selectors
@@ -59,7 +62,7 @@ class Tail:
 
     JOIN_TIMEOUT = 2.0
 
-    def __init__(self, layer, channel: str) -> None:
+    def __init__(self, layer: BaseChannelLayer, channel: str) -> None:
         self.layer, self.channel = layer, channel
         self.groups: list[str] = []
         self.up = True
@@ -105,7 +108,7 @@ class Tail:
 
 
 @receiver(user_logged_out, dispatch_uid="harbor-close-streams-on-logout")
-def _close_on_logout(sender, request, user, **kwargs) -> None:
+def _close_on_logout(sender: type, request: HttpRequest, user: User | None, **kwargs: object) -> None:
     """A logout closes the websockets of that login session (named as the pages name it)."""
     from runs.web.views import web_session_for_key
 

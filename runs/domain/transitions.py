@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from runs.domain import events
 from runs.domain.errors import HarborError
+from runs.domain.event_types import TaskCancelled, TaskCompleted, TaskFailed
 from runs.models import RUN_TRANSITIONS, TERMINAL_RUN_STATUSES, FailureCode, Run, RunStatus
 from runs.runtime import handles
 
@@ -19,7 +20,7 @@ class IllegalTransition(HarborError):
     code = "runtime_error"
 
 
-def move(run: Run, to: str, **fields) -> None:
+def move(run: Run, to: str, **fields: object) -> None:
     if to not in RUN_TRANSITIONS[run.status]:
         raise IllegalTransition(f"run {run.pk} cannot go from {run.status} to {to}")
     run.status = to
@@ -40,12 +41,12 @@ def move(run: Run, to: str, **fields) -> None:
 
 def run_complete(run: Run, answer: str) -> None:
     move(run, RunStatus.COMPLETE, answer=answer)
-    events.emit(run=run, type=events.TASK_COMPLETED, payload={"TaskID": run.pk, "Answer": answer})
+    events.emit(run=run, type=events.TASK_COMPLETED, payload=TaskCompleted(TaskID=run.pk, Answer=answer))
 
 
 def run_fail(run: Run, code: str, message: str) -> None:
     move(run, RunStatus.FAILED, failure_code=code, failure_message=message)
-    events.emit(run=run, type=events.TASK_FAILED, payload={"TaskID": run.pk, "Code": code, "Message": message})
+    events.emit(run=run, type=events.TASK_FAILED, payload=TaskFailed(TaskID=run.pk, Code=code, Message=message))
     log.info("run %s failed: %s %s", run.pk, code, message)
 
 
@@ -55,4 +56,6 @@ def run_reject(run: Run, message: str) -> None:
 
 def run_cancelled(run: Run, reason: str, cascaded: bool) -> None:
     move(run, RunStatus.CANCELLED, failure_message=reason)
-    events.emit(run=run, type=events.TASK_CANCELLED, payload={"TaskID": run.pk, "Reason": reason, "Cascaded": cascaded})
+    events.emit(
+        run=run, type=events.TASK_CANCELLED, payload=TaskCancelled(TaskID=run.pk, Reason=reason, Cascaded=cascaded)
+    )

@@ -3,9 +3,10 @@ against the trusted issuers (runs.identity.issuers) — signature, expiry, audie
 
 import logging
 import time
+from collections.abc import Iterable
 
 import jwt
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.conf import settings
 
 from runs.domain.errors import AuthRejected
@@ -36,9 +37,9 @@ def token_issue(
     tenant: str,
     user: str,
     session: str | None = None,
-    scopes=(),
+    scopes: Iterable[str] = (),
     ttl: int = 12 * 3600,
-    private_key=None,
+    private_key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | None = None,
     algorithm: str | None = None,
     issuer: str | None = None,
     audience: str | None = None,

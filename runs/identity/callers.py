@@ -8,20 +8,26 @@ a request is the token's `tenant` claim (on the pages, the tenant chosen in the 
 """
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.db import IntegrityError, transaction
+from django.http import HttpRequest
 
 from runs.domain.errors import AuthRejected, IdentityRequired
 from runs.identity.names import NAMESPACE_SEPARATOR, name_normalise
 from runs.identity.permissions import membership_grant
 from runs.models import Membership, Role, Tenant
 
-User = get_user_model()
+if TYPE_CHECKING:  # the project keeps Django's own user model
+    from django.contrib.auth.models import User
+else:
+    User = get_user_model()
 
 ADMIN_SCOPE = "admin"
 _TENANT_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,49}$")
@@ -36,15 +42,17 @@ def person_username(name: str, namespace: str = "") -> str:
 @dataclass(frozen=True)
 class Caller:
     tenant: Tenant
-    user: "User"
+    user: User
     session: str
     scopes: frozenset[str] = field(default_factory=frozenset)
     address: str | None = None
     namespace: str = ""  # the token issuer's (see person_username)
 
-    def names_me(self, name) -> bool:
+    def names_me(self, name: object) -> bool:
         """Whether a user name, spelled as the token or a body may spell it (`Alice`, or an
         external issuer's `carol`), names this caller."""
+        if not isinstance(name, str):
+            return False
         if name == self.user.username:
             return True
         try:
@@ -70,7 +78,7 @@ def caller_resolve(
     tenant: str,
     user: str,
     session: str,
-    scopes=(),
+    scopes: Iterable[str] = (),
     address: str | None = None,
     provision: bool = True,
     namespace: str = "",
@@ -116,12 +124,12 @@ def _provision_tenant(slug: str) -> tuple[Tenant | None, bool]:
     return tenant, created
 
 
-def _grant_member(tenant: Tenant, user) -> None:
+def _grant_member(tenant: Tenant, user: User) -> None:
     if not Membership.objects.filter(tenant=tenant, user=user).exists():
         membership_grant(tenant=tenant, user=user, role=Role.MEMBER)
 
 
-def _provision(tenant: Tenant, username: str):
+def _provision(tenant: Tenant, username: str) -> User | None:
     try:
         with transaction.atomic():
             user = User.objects.create_user(username=username)  # no usable password: API only
@@ -134,7 +142,7 @@ def _provision(tenant: Tenant, username: str):
 # --- Password sign-in (the pages and the admin) ------------------------------------------------
 
 
-def login_username(request, credentials: dict) -> str:
+def login_username(request: HttpRequest | None, credentials: Mapping[str, Any] | None) -> str:
     """The name a sign-in attempt is for, normalised, so `Alice` and `alice ` count as one
     account towards the lockout (django-axes' AXES_USERNAME_CALLABLE)."""
     username = (credentials or {}).get("username") or ""
@@ -147,7 +155,9 @@ def login_username(request, credentials: dict) -> str:
 class LoginBackend(ModelBackend):
     """Password sign-in with the user name normalised as a token's is."""
 
-    def authenticate(self, request, username=None, password=None, **kwargs):
+    def authenticate(
+        self, request: HttpRequest | None, username: str | None = None, password: str | None = None, **kwargs: Any
+    ) -> User | None:
         if username is not None:
             try:
                 username = name_normalise(username)

@@ -27,8 +27,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import jwt
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
@@ -77,20 +79,18 @@ class Issuer:
 # --- Keys ---------------------------------------------------------------------------------
 
 
-def key_id(public_key) -> str:
+def key_id(public_key: PublicKeyTypes) -> str:
     """A stable id for a public key: the SHA-256 of its SubjectPublicKeyInfo, shortened."""
     der = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return hashlib.sha256(der).hexdigest()[:16]
 
 
-def _load_public_pems(text: str) -> list:
+def _load_public_pems(text: str) -> list[PublicKeyTypes]:
     blocks = re.findall(r"-----BEGIN [A-Z ]+-----.+?-----END [A-Z ]+-----", text, flags=re.S)
-    keys = []
+    keys: list[PublicKeyTypes] = []
     for block in blocks:
         data = block.encode()
         if "CERTIFICATE" in block:
-            from cryptography import x509
-
             keys.append(x509.load_pem_x509_certificate(data).public_key())
         elif "PRIVATE" in block:
             continue  # never read a private key as a trust anchor by accident
@@ -113,7 +113,7 @@ def configured_public_keys(value: str) -> list:
     return keys
 
 
-def dev_private_key():
+def dev_private_key() -> ec.EllipticCurvePrivateKey:
     """The embedded default's development key pair (ES256), created on first use. Created
     by whichever process gets there first; the others read the same file."""
     path = Path(settings.VAR_DIR) / DEV_KEY_FILE
@@ -123,7 +123,10 @@ def dev_private_key():
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
         write_once(path, pem)
-    return serialization.load_pem_private_key(path.read_bytes(), password=None)
+    loaded = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+        raise ImproperlyConfigured(f"{path} does not hold an EC private key")
+    return loaded
 
 
 def _namespace_default(issuer: str) -> str:
@@ -196,7 +199,7 @@ def trusted_issuers() -> dict[str, Issuer]:
 jwks_clients: dict[str, jwt.PyJWKClient] = {}
 
 
-def jwks_keys(url: str, kid) -> list:
+def jwks_keys(url: str, kid: object) -> list[PublicKeyTypes]:
     client = jwks_clients.get(url)
     if client is None:
         client = jwks_clients[url] = jwt.PyJWKClient(url, cache_keys=True, lifespan=300, timeout=5)
@@ -209,7 +212,7 @@ def jwks_keys(url: str, kid) -> list:
         return []
 
 
-def algorithm_fits(algorithm: str, key) -> bool:
+def algorithm_fits(algorithm: str, key: object) -> bool:
     return (
         isinstance(key, rsa.RSAPublicKey) if algorithm.startswith("RS") else isinstance(key, ec.EllipticCurvePublicKey)
     )

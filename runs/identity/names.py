@@ -18,7 +18,7 @@ def _script(char: str) -> str | None:
     return name.split(" ", 1)[0] if name else "UNKNOWN"
 
 
-def name_normalise(name) -> str:
+def name_normalise(name: object) -> str:
     """The canonical form of a user name: NFKC, case folded, stripped. `Alice`, `alice `
     and `ａｌｉｃｅ` (full width) are all `alice`.
 

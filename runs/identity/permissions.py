@@ -1,13 +1,18 @@
 """Object permissions (django-guardian), granted to per-tenant role groups when runs and
 pauses are created, so a membership change takes effect at once and never crosses tenants."""
 
-from django.contrib.auth.models import Group, Permission
+from typing import TYPE_CHECKING
+
+from django.contrib.auth.models import Group, Permission, User
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from runs.domain import events
 from runs.models import Membership, Role, Run, Tenant
+
+if TYPE_CHECKING:  # approvals.models imports runs.models; the annotation needs no import at runtime
+    from approvals.models import Pause
 
 
 def _group_name(tenant_id: int, role: str) -> str:
@@ -20,7 +25,7 @@ def role_group(tenant: Tenant, role: str) -> Group:
 
 
 @transaction.atomic
-def membership_grant(*, tenant: Tenant, user, role: str) -> Membership:
+def membership_grant(*, tenant: Tenant, user: User, role: str) -> Membership:
     """Create or change a membership and move the user into the matching role group."""
     if role not in Role.values:
         raise ValueError(f"unknown role {role!r}")
@@ -31,14 +36,14 @@ def membership_grant(*, tenant: Tenant, user, role: str) -> Membership:
 
 
 @transaction.atomic
-def membership_revoke(*, tenant: Tenant, user) -> None:
+def membership_revoke(*, tenant: Tenant, user: User) -> None:
     Membership.objects.filter(tenant=tenant, user=user).delete()
     user.groups.remove(*Group.objects.filter(name__startswith=f"tenant-{tenant.pk}-"))
     # The person's open streams re-check at once and close (their periodic re-check is the backstop).
     transaction.on_commit(lambda: events.close_streams(user_id=user.pk, tenant_id=tenant.pk))
 
 
-def _grant(obj, *, owner, group_perms: dict[str, tuple[str, ...]]) -> None:
+def _grant(obj: "Run | Pause", *, owner: User, group_perms: dict[str, tuple[str, ...]]) -> None:
     """Write a new object's permission rows in bulk: `view` for its owner, and each
     permission to the tenant's role groups named. (guardian's `assign_perm` looks up each
     permission, group and row one at a time: some forty statements per pause.)"""
@@ -83,7 +88,7 @@ DECIDERS_BY_CAUSE = {
 }
 
 
-def grant_pause_permissions(pause) -> None:
+def grant_pause_permissions(pause: "Pause") -> None:
     _grant(
         pause,
         owner=pause.run.owner,

@@ -13,7 +13,7 @@ class Scope(IntEnum):
     ADMIN = 3
 
 
-MINIMUM_SCOPE = {
+MINIMUM_SCOPE: dict[str, Scope] = {
     Instruction.CANCEL: Scope.OWNER_USER,
     Instruction.PAUSE: Scope.OWNER_USER,
     Instruction.RESUME: Scope.OWNER_USER,

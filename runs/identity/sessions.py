@@ -7,9 +7,12 @@ key is ~165 random bits, so a plain SHA-256 (not an HMAC with SECRET_KEY) is eno
 SECRET_KEY rotation does not sign everybody out."""
 
 import hashlib
+from typing import Any
 
 from django.contrib.sessions.backends import db
+from django.contrib.sessions.base_session import AbstractBaseSession
 from django.core.exceptions import SuspiciousOperation
+from django.db.models import QuerySet
 from django.utils import timezone
 
 
@@ -19,43 +22,47 @@ def stored_key(session_key: str) -> str:
 
 
 class SessionStore(db.SessionStore):
-    def _row(self):
+    def _row(self) -> QuerySet[AbstractBaseSession]:
+        if self.session_key is None:  # Django loads only with a key; stay total anyway
+            return self.model.objects.none()
         return self.model.objects.filter(session_key=stored_key(self.session_key), expire_date__gt=timezone.now())
 
-    def _get_session_from_db(self):
+    def _get_session_from_db(self) -> AbstractBaseSession | None:
         try:
             return self._row().get()
         except (self.model.DoesNotExist, SuspiciousOperation):
             self._session_key = None
+            return None
 
-    async def _aget_session_from_db(self):
+    async def _aget_session_from_db(self) -> AbstractBaseSession | None:
         try:
             return await self._row().aget()
         except (self.model.DoesNotExist, SuspiciousOperation):
             self._session_key = None
+            return None
 
-    def exists(self, session_key):
+    def exists(self, session_key: str) -> bool:
         return super().exists(stored_key(session_key))
 
-    async def aexists(self, session_key):
+    async def aexists(self, session_key: str) -> bool:
         return await super().aexists(stored_key(session_key))
 
-    def create_model_instance(self, data):
+    def create_model_instance(self, data: dict[str, Any]) -> AbstractBaseSession:
         obj = super().create_model_instance(data)
         obj.session_key = stored_key(obj.session_key)
         return obj
 
-    async def acreate_model_instance(self, data):
+    async def acreate_model_instance(self, data: dict[str, Any]) -> AbstractBaseSession:
         obj = await super().acreate_model_instance(data)
         obj.session_key = stored_key(obj.session_key)
         return obj
 
-    def delete(self, session_key=None):
+    def delete(self, session_key: str | None = None) -> None:
         session_key = session_key or self.session_key
         if session_key is not None:
             self.model.objects.filter(session_key=stored_key(session_key)).delete()
 
-    async def adelete(self, session_key=None):
+    async def adelete(self, session_key: str | None = None) -> None:
         session_key = session_key or self.session_key
         if session_key is not None:
             await self.model.objects.filter(session_key=stored_key(session_key)).adelete()

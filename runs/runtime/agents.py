@@ -3,12 +3,13 @@ and the tests."""
 
 import re
 import socket
+from typing import cast
 
 from django.conf import settings
 
 from approvals.models import Cause, Reason
 
-from .planner import CallTool, Finish, PlannerView, RequestPause
+from .planner import CallTool, Decision, Finish, PlannerView, RequestPause
 from .registry import Agent, register_agent
 from .tools import Tool, ToolContext
 
@@ -104,7 +105,7 @@ def _open_stream(args: dict, ctx: ToolContext) -> dict:
 
 
 def _read_stream(args: dict, ctx: ToolContext) -> dict:
-    near, far = ctx.handle("stream"), ctx.handle("stream_peer")
+    near, far = cast(socket.socket, ctx.handle("stream")), cast(socket.socket, ctx.handle("stream_peer"))
     far.sendall(b"resumed")
     data = near.recv(64).decode()
     ctx.state["cursor"] += len(data)
@@ -112,7 +113,7 @@ def _read_stream(args: dict, ctx: ToolContext) -> dict:
 
 
 class ToolContextPlanner:
-    def decide(self, view: PlannerView):
+    def decide(self, view: PlannerView) -> Decision:
         tools = [entry.get("tool") for entry in view.history]
         if "open_stream" not in tools:
             return CallTool("open_stream", {"unregistered": "unregistered" in view.query})

@@ -12,6 +12,7 @@ queued work in both topologies.
 
 import logging
 import threading
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -105,7 +106,7 @@ class _LocalPool:
             self._safely(sweep)
 
     @staticmethod
-    def _safely(job) -> None:
+    def _safely(job: Callable[[], object]) -> None:
         try:
             job()
         except Exception:

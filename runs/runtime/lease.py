@@ -6,11 +6,12 @@ worker whose lease expired and was taken can never match it again."""
 import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from runs.models import Run, RunStatus
@@ -28,7 +29,7 @@ def lease_length() -> timedelta:
     return timedelta(seconds=settings.HARBOR_LEASE_SECONDS)
 
 
-def claimable():
+def claimable() -> QuerySet[Run]:
     """Ready runs no live worker holds (free, or their holder died and the lease expired)."""
     return Run.objects.filter(status__in=READY).filter(Q(lease_owner="") | Q(lease_expires_at__lt=timezone.now()))
 
@@ -70,7 +71,7 @@ class Lease:
         Run.objects.filter(pk=self.run_id, lease_owner=self.worker).update(lease_owner="", lease_expires_at=None)
 
     @contextlib.contextmanager
-    def heartbeat(self):
+    def heartbeat(self) -> Iterator[None]:
         """Renew the lease every third of its length while the body runs, on a thread of its
         own, so a slow planner or tool (an LLM, a deploy, a remote agent) keeps its run."""
         stop = threading.Event()

@@ -16,20 +16,30 @@ same call rather than asking the planner again; a step recorded once is never ru
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from runs.domain import events
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
+from runs.domain.event_types import (
+    PlannerDecision,
+    TaskStarted,
+    ToolCompleted,
+    ToolFailed,
+    ToolInvoked,
+    tool_pause_companion,
+)
 from runs.domain.transitions import move, run_complete, run_fail
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
 from .lease import Lease, LeaseLost, lease_length
 from .ledger import open_attempt, settle_attempt
 from .parking import park, park_for_gate, park_for_operator
-from .planner import Finish, PlannerView, RequestPause, describe
+from .planner import Decision, Finish, PlannerView, RequestPause, describe
 from .registry import get_agent
 from .steering import steering_apply_pending
 from .tools import Interrupted, Tool, ToolContext, ToolPause
@@ -85,7 +95,7 @@ class _Boundary:
     agent_id: str
     step: int
     ctx: ToolContext
-    pending: dict | None
+    pending: dict[str, Any] | None
     view: PlannerView | None = None
 
 
@@ -105,7 +115,7 @@ def _locked(lease: Lease) -> Run:
     return run
 
 
-def _end(lease: Lease, finish) -> None:
+def _end(lease: Lease, finish: Callable[[Run], object]) -> None:
     with transaction.atomic(durable=True):
         try:
             run = _locked(lease)
@@ -120,8 +130,8 @@ def _step(lease: Lease) -> bool:
     boundary = _boundary(lease)
     if boundary is None:
         return False
-    decision = None
-    if boundary.pending is None:
+    decision: Decision | None = None
+    if boundary.view is not None:  # no call pending: the planner decides
         with lease.heartbeat():
             decision = get_agent(boundary.agent_id).planner().decide(boundary.view)
     call = _dispatch(lease, boundary, decision)
@@ -136,7 +146,7 @@ def _boundary(lease: Lease) -> _Boundary | None:
             events.emit(
                 run=run,
                 type=events.TASK_STARTED,
-                payload={"TaskID": run.pk, "Priority": run.priority, "ParentTaskID": run.parent_id},
+                payload=TaskStarted(TaskID=run.pk, Priority=run.priority, ParentTaskID=run.parent_id),
             )
         if run.status != RunStatus.RUNNING:
             return None
@@ -171,7 +181,7 @@ def _boundary(lease: Lease) -> _Boundary | None:
         return _Boundary(agent_id=run.agent_id, step=step, ctx=ctx, pending=None, view=view)
 
 
-def _dispatch(lease: Lease, boundary: _Boundary, decision) -> _Call | bool:
+def _dispatch(lease: Lease, boundary: _Boundary, decision: Decision | None) -> _Call | bool:
     """Act on the planner's decision (or the pending call) under the run lock. Returns the
     call to execute, True to go back to the boundary, or False to stop advancing."""
     with transaction.atomic(durable=True):
@@ -184,7 +194,9 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision) -> _Call | bool:
         if decision is not None:
             if run.steering_pending:
                 return True  # steering arrived while the planner thought: apply it first
-            events.emit(run=run, type=events.PLANNER_DECISION, payload={"Step": step, "Decision": describe(decision)})
+            events.emit(
+                run=run, type=events.PLANNER_DECISION, payload=PlannerDecision(Step=step, Decision=describe(decision))
+            )
             if isinstance(decision, Finish):
                 run_complete(run, decision.answer)
                 return False
@@ -199,8 +211,9 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision) -> _Call | bool:
                     history_entry={"pause": decision.cause},
                 )
                 return False
-            pending = {"tool": decision.tool, "args": decision.args, "step": step}
+            pending: dict[str, Any] = {"tool": decision.tool, "args": decision.args, "step": step}
         else:
+            assert boundary.pending is not None, "without a decision, a boundary carries its pending call"
             pending = boundary.pending
         tool = agent.tools.get(pending["tool"])
         if tool is None:
@@ -216,7 +229,7 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision) -> _Call | bool:
         events.emit(
             run=run,
             type=events.TOOL_INVOKED,
-            payload={"Tool": tool.name, "Step": step, "Args": pending["args"], "Attempt": attempt.attempt},
+            payload=ToolInvoked(Tool=tool.name, Step=step, Args=pending["args"], Attempt=attempt.attempt),
         )
         return _Call(tool=tool, args=pending["args"], step=step, ctx=ctx, attempt=attempt)
 
@@ -243,7 +256,7 @@ def _execute(lease: Lease, call: _Call) -> bool:
                 summary=pause.summary,
                 deadline=pause.deadline,
                 tool=call.tool.name,
-                companion=(pause.companion, pause.payload),
+                companion=(pause.companion, tool_pause_companion(pause.payload, events.SEALED)),
             )
 
         return _record(lease, call, ToolCallOutcome.PAUSED, park_signalled)
@@ -267,7 +280,7 @@ def _execute(lease: Lease, call: _Call) -> bool:
 
         def failed(run: Run) -> None:
             events.emit(
-                run=run, type=events.TOOL_FAILED, payload={"Tool": call.tool.name, "Step": call.step, "Error": message}
+                run=run, type=events.TOOL_FAILED, payload=ToolFailed(Tool=call.tool.name, Step=call.step, Error=message)
             )
             run_fail(run, FailureCode.RUNTIME_ERROR, message)
 
@@ -275,7 +288,7 @@ def _execute(lease: Lease, call: _Call) -> bool:
     return _record(lease, call, ToolCallOutcome.COMPLETED, lambda run: _checkpoint(run, call, result))
 
 
-def _record(lease: Lease, call: _Call, outcome: str, apply, error: str = "") -> bool:
+def _record(lease: Lease, call: _Call, outcome: str, apply: Callable[[Run], object], error: str = "") -> bool:
     """Record an attempt's outcome under the run lock, only if this worker still holds the
     run and the attempt is still the step's live one (the fence)."""
     with transaction.atomic(durable=True):
@@ -292,7 +305,7 @@ def _record(lease: Lease, call: _Call, outcome: str, apply, error: str = "") -> 
         return bool(apply(run))
 
 
-def _checkpoint(run: Run, call: _Call, result) -> bool:
+def _checkpoint(run: Run, call: _Call, result: object) -> bool:
     try:
         saved_context = call.ctx.serialized()
     except ErrUnserializable as error:
@@ -312,22 +325,23 @@ def _checkpoint(run: Run, call: _Call, result) -> bool:
     events.emit(
         run=run,
         type=events.TOOL_COMPLETED,
-        payload={"Tool": call.tool.name, "Step": call.step, "Result": result, "Attempt": call.attempt.attempt},
+        payload=ToolCompleted(Tool=call.tool.name, Step=call.step, Result=result, Attempt=call.attempt.attempt),
     )
     return True
 
 
-def _interrupt_probe(lease: Lease):
+def _interrupt_probe(lease: Lease) -> Callable[[], bool]:
     """A cheap, throttled check for a hard cancel of the step in flight, or a lost lease."""
-    last = {"at": 0.0, "value": False}
+    checked_at, cancelled = 0.0, False
 
     def interrupted() -> bool:
+        nonlocal checked_at, cancelled
         if lease.lost.is_set():
             raise LeaseLost(lease.run_id)
         now = time.monotonic()
-        if now - last["at"] >= 0.1:
-            last["at"] = now
-            last["value"] = Run.objects.filter(pk=lease.run_id, hard_cancel=True).exists()
-        return last["value"]
+        if now - checked_at >= 0.1:
+            checked_at = now
+            cancelled = Run.objects.filter(pk=lease.run_id, hard_cancel=True).exists()
+        return cancelled
 
     return interrupted

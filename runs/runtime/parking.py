@@ -2,10 +2,13 @@
 call (and an approval it already holds) stays in the checkpoint, and the pause is minted by
 approvals.domain.services.pause_park."""
 
+from datetime import timedelta
+
 from approvals.domain.services import pause_park
 from approvals.models import Cause, Reason
 from runs.domain import events
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
+from runs.domain.event_types import CompanionPayload, ToolApprovalRequested
 from runs.domain.transitions import run_fail
 from runs.models import FailureCode, Run
 
@@ -20,10 +23,10 @@ def park(
     reason: str,
     payload: dict,
     summary: str = "",
-    deadline=None,
+    deadline: timedelta | None = None,
     tool: str = "",
-    companion=None,
-    history_entry=None,
+    companion: tuple[str, CompanionPayload] | None = None,
+    history_entry: dict | None = None,
 ) -> bool:
     """Mint a pause (run lock held). A context that cannot be checkpointed fails the pause
     and the run, naming the field. A pending call (and an approval it already holds) is
@@ -71,7 +74,13 @@ def park_for_gate(run: Run, ctx: ToolContext, tool: Tool, args: dict) -> bool:
         summary=f"Approve {tool.name}({summary})",
         companion=(
             events.TOOL_APPROVAL_REQUESTED,
-            {"Tool": tool.name, "Reason": reason, "ArgsSummary": summary, "Editable": tool.editable_args},
+            ToolApprovalRequested(
+                Tool=tool.name,
+                PauseToken=events.SEALED,  # the pause is minted next; its token fills this in
+                Reason=reason,
+                ArgsSummary=summary,
+                Editable=tool.editable_args,
+            ),
         ),
     )
 

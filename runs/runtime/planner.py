@@ -47,7 +47,7 @@ class Planner(Protocol):
     def decide(self, view: PlannerView) -> Decision: ...
 
 
-def describe(decision: Decision) -> dict:
+def describe(decision: Decision) -> dict[str, str]:
     if isinstance(decision, CallTool):
         return {"Kind": "call_tool", "Tool": decision.tool}
     if isinstance(decision, RequestPause):

@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from approvals.domain.services import pause_cancel_open
 from runs.domain import events
+from runs.domain.event_types import ContextInjected, Control, MessageReceived, TaskRedirected
 from runs.domain.transitions import run_cancelled
 from runs.models import LIVE_RUN_STATUSES, CancelPolicy, Instruction, Run, RunStatus, SteeringInstruction, SteeringState
 
@@ -25,7 +26,7 @@ def settle_instruction(instruction: SteeringInstruction, run: Run, state: str, o
 
 
 def narrate_control(run: Run, type: str, method: str, outcome: str, err: str = "") -> None:
-    events.emit(run=run, type=type, payload={"Type": method.upper(), "Outcome": outcome, "Err": err})
+    events.emit(run=run, type=type, payload=Control(Type=method.upper(), Outcome=outcome, Err=err))
 
 
 def lock_cascade(run: Run) -> list[Run]:
@@ -90,14 +91,16 @@ def steering_apply_pending(run: Run) -> str | None:
             continue
         if method == Instruction.REDIRECT:
             run.goal = payload["goal"]
-            events.emit(run=run, type=events.TASK_REDIRECTED, payload={"TaskID": run.pk, "Goal": run.goal})
+            events.emit(run=run, type=events.TASK_REDIRECTED, payload=TaskRedirected(TaskID=run.pk, Goal=run.goal))
         elif method == Instruction.INJECT_CONTEXT:
             run.context = [*run.context, payload]
-            events.emit(run=run, type=events.CONTEXT_INJECTED, payload={"TaskID": run.pk, "Context": payload})
+            events.emit(run=run, type=events.CONTEXT_INJECTED, payload=ContextInjected(TaskID=run.pk, Context=payload))
         elif method == Instruction.USER_MESSAGE:
             run.messages = [*run.messages, payload["message"]]
             events.emit(
-                run=run, type=events.MESSAGE_RECEIVED, payload={"TaskID": run.pk, "Message": payload["message"]}
+                run=run,
+                type=events.MESSAGE_RECEIVED,
+                payload=MessageReceived(TaskID=run.pk, Message=payload["message"]),
             )
         elif method in (Instruction.CANCEL, Instruction.PAUSE):
             stop, cascaded = method, "cascaded_from" in payload

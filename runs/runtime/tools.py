@@ -5,13 +5,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 
 from . import handles
 
-ApprovalPolicy = str | Callable[[dict], bool]  # "never", "always", or a predicate over the args
+ApprovalPolicy = Literal["never", "always"] | Callable[[dict], bool]  # or a predicate over the args
 
 
 @dataclass(frozen=True)

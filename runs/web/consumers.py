@@ -13,13 +13,17 @@ Nothing here writes: steering goes through the services, like every other client
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from importlib import import_module
+from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
+from django.contrib.auth.models import User
+from django.contrib.sessions.backends.base import SessionBase
 
 from runs.domain import events, selectors, streams
 from runs.domain.streams import Tail
@@ -46,7 +50,7 @@ def _caller_for(user_id: int, tenant_id: int, session: str) -> Caller | None:
     return Caller(tenant=membership.tenant, user=membership.user, session=session)
 
 
-def _connect_plan(user, session: str, page_session, run_id: str | None) -> dict:
+def _connect_plan(user: User, session: str, page_session: SessionBase | None, run_id: str | None) -> dict:
     # The tenant the page shows: the one chosen in the login session, as the pages use.
     membership = selectors.membership_for_user(user=user, session=page_session)
     if membership is None:
@@ -84,16 +88,17 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
     pump: asyncio.Task | None = None
 
     @property
-    def channel_receive(self):
+    def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
         return self._next_message
 
     @channel_receive.setter
-    def channel_receive(self, receive) -> None:
+    def channel_receive(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         # Channels' dispatch loop ends the socket if the layer's receive raises (a Redis
         # restart): it reads through a Tail instead, which turns an outage into polling.
         self.tail = Tail(self.channel_layer, self.channel_name)
 
     async def _next_message(self) -> dict:
+        assert self.tail is not None  # set with channel_receive, before any message
         message = await self.tail.next(self._recheck_seconds())
         return message or {"type": "harbor.tick"}
 
@@ -127,6 +132,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             return
         self.user_id, self.tenant_id, self.run_id = user.pk, plan["tenant"], run_id
         # Join before taking the cursor: anything committed meanwhile is read from the log.
+        assert self.tail is not None
         await self.tail.join(plan["group"], events.user_group(user.pk))
         await self.accept()
         self.cursor = (
@@ -138,13 +144,13 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         self.wake.set()
         self.pump = asyncio.create_task(self._pump())
 
-    async def disconnect(self, code) -> None:
+    async def disconnect(self, code: int) -> None:
         if self.pump is not None:
             self.pump.cancel()
         if self.tail is not None:
             await self.tail.leave()
 
-    async def receive_json(self, content, **kwargs) -> None:
+    async def receive_json(self, content: object, **kwargs: object) -> None:
         """Clients only listen; anything they send is ignored."""
 
     async def harbor_event(self, message: dict) -> None:

@@ -1,5 +1,8 @@
 """Forms of the console: starting a run, and the payload each steering control sends."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from django import forms
 
 from runs.domain.errors import PayloadInvalid
@@ -20,23 +23,25 @@ class StartRunForm(forms.Form):
         label="Priority", initial=0, min_value=PRIORITY_RANGE.start, max_value=PRIORITY_RANGE.stop - 1
     )
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["agent_id"].choices = [(a.id, f"{a.id} — {a.description}") for a in all_agents()]
+        agent_field = self.fields["agent_id"]
+        assert isinstance(agent_field, forms.ChoiceField)
+        agent_field.choices = [(a.id, f"{a.id} — {a.description}") for a in all_agents()]
 
 
 class SteeringFormError(ValueError):
     """A steering form that cannot be turned into a payload; the message is shown as is."""
 
 
-def parse_value(text: str, original=None):
+def parse_value(text: str, original: object = None) -> Any:
     """An edited value, keeping the original's type where the text parses as it."""
     if isinstance(original, str):
         return text
     return _parse_json(text, fallback=text)
 
 
-def _parse_json(text: str, *, fallback=None):
+def _parse_json(text: str, *, fallback: object = None) -> Any:
     """Strict JSON (no NaN or Infinity), or the fallback for text that is not JSON. JSON
     nested too deep to parse is a plain form error, never a server error."""
     try:
@@ -47,9 +52,9 @@ def _parse_json(text: str, *, fallback=None):
         raise SteeringFormError(f"Not accepted: {error.message}.") from None
 
 
-def edited_args(data, original: dict) -> dict | None:
+def edited_args(data: Mapping[str, str], original: dict[str, Any]) -> dict[str, Any] | None:
     """The arguments an approver changed (fields `arg-<name>`), or None for no edits."""
-    changed = {}
+    changed: dict[str, Any] = {}
     for name, value in original.items():
         key = f"arg-{name}"
         if key not in data:
@@ -60,7 +65,7 @@ def edited_args(data, original: dict) -> dict | None:
     return changed or None
 
 
-def steering_payload(method: str, data) -> dict:
+def steering_payload(method: str, data: Mapping[str, str]) -> dict[str, Any]:
     """The protocol payload of one steering method, built from a posted form."""
     text = lambda name: (data.get(name) or "").strip()  # noqa: E731
     if method == Instruction.CANCEL:

@@ -7,10 +7,13 @@ shows more than the protocol would."""
 import hashlib
 import json
 import uuid
+from collections.abc import Callable
 from functools import wraps
+from typing import Any, Concatenate, ParamSpec, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -18,13 +21,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals.domain import selectors as pause_selectors
-from approvals.models import Cause
+from approvals.models import Cause, Pause
 from runs.domain import selectors
 from runs.domain.errors import HarborError
 from runs.domain.services import run_start, steering_submit
 from runs.identity.callers import Caller, caller_resolve
 from runs.identity.scopes import MINIMUM_SCOPE, Scope, caller_scope
-from runs.models import DECISION_INSTRUCTIONS, Instruction, Role, RunStatus, SteeringState
+from runs.models import DECISION_INSTRUCTIONS, Event, Instruction, Membership, Role, Run, RunStatus, SteeringState
 from runs.web.forms import StartRunForm, SteeringFormError, steering_payload
 
 # --- The signed-in person as a Caller -------------------------------------------------------
@@ -38,8 +41,10 @@ def web_session_for_key(session_key: str) -> str:
 
 def web_session_id(request: HttpRequest) -> str:
     if not request.session.session_key:
-        request.session.save()
-    return web_session_for_key(request.session.session_key)
+        request.session.save()  # which gives the session its key
+    session_key = request.session.session_key
+    assert session_key is not None
+    return web_session_for_key(session_key)
 
 
 def web_caller(request: HttpRequest) -> Caller | None:
@@ -58,25 +63,44 @@ def web_caller(request: HttpRequest) -> Caller | None:
         return None
 
 
-def member_required(view):
+P = ParamSpec("P")
+
+
+class SignedInRequest(HttpRequest):
+    """A request `login_required` let through."""
+
+    user: User
+
+
+class MemberRequest(SignedInRequest):
+    """A request `member_required` let through: signed in, a member, its caller resolved."""
+
+    caller: Caller
+    memberships: list[Membership]
+
+
+def member_required(
+    view: Callable[Concatenate[MemberRequest, P], HttpResponse],
+) -> Callable[Concatenate[HttpRequest, P], HttpResponse]:
     """Signed in and a member of a tenant: the view gets `request.caller`."""
 
     @login_required
     @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
         caller = web_caller(request)
         if caller is None:
             return render(request, "no_membership.html", status=403)
-        request.caller = caller
-        request.memberships = selectors.memberships_of(user=request.user)
-        return view(request, *args, **kwargs)
+        member = cast(MemberRequest, request)  # what this decorator makes of it, just below
+        member.caller = caller
+        member.memberships = selectors.memberships_of(user=member.user)
+        return view(member, *args, **kwargs)
 
     return wrapper
 
 
 @login_required
 @require_POST
-def tenant_switch(request: HttpRequest) -> HttpResponse:
+def tenant_switch(request: SignedInRequest) -> HttpResponse:
     """Work in another of the person's tenants: the choice lives in their session only."""
     membership = next(
         (m for m in selectors.memberships_of(user=request.user) if m.tenant.slug == request.POST.get("tenant")), None
@@ -116,7 +140,7 @@ def safe_next(request: HttpRequest, default: str) -> str:
 
 @member_required
 @require_GET
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: MemberRequest) -> HttpResponse:
     """Approvers work in the inbox; operators and admins in the console; members in the
     console too, which shows them their own runs."""
     if request.caller.role == Role.APPROVER:
@@ -129,7 +153,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @member_required
 @require_GET
-def console(request: HttpRequest) -> HttpResponse:
+def console(request: MemberRequest) -> HttpResponse:
     caller = request.caller
     status = request.GET.get("status") or ""
     if status not in RunStatus.values:
@@ -166,7 +190,7 @@ CONTROL_ORDER = [
 ]
 
 
-def run_controls(caller: Caller, run, pause) -> dict[str, bool]:
+def run_controls(caller: Caller, run: Run, pause: Pause | None) -> dict[str, bool]:
     """Which of the nine controls this person sees: a steering control where their scope on
     the run reaches its minimum; a decision where the decision rule would accept them."""
     scope = caller_scope(caller, run)
@@ -190,7 +214,7 @@ def run_controls(caller: Caller, run, pause) -> dict[str, bool]:
     return {method.value: shown[method] for method in CONTROL_ORDER}
 
 
-def _run_context(caller: Caller, run) -> dict:
+def _run_context(caller: Caller, run: Run) -> dict[str, Any]:
     pause = pause_selectors.pause_open_for_run(run=run)
     controls = run_controls(caller, run, pause)
     return {
@@ -213,12 +237,12 @@ def _run_context(caller: Caller, run) -> dict:
 HIDDEN_KEYS = frozenset({"TaskID", "Token", "PauseToken"})
 
 
-def _short(value) -> str:
+def _short(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return text if len(text) <= 160 else text[:159] + "…"
 
 
-def timeline_entry(event) -> dict:
+def timeline_entry(event: Event) -> dict[str, Any]:
     """One line of a run's timeline (the page's script renders live ones the same way)."""
     summary = " · ".join(
         f"{key}: {_short(value)}"
@@ -236,7 +260,7 @@ def timeline_entry(event) -> dict:
 
 @member_required
 @require_GET
-def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+def run_detail(request: MemberRequest, run_id: str) -> HttpResponse:
     run = selectors.run_visible(caller=request.caller, run_id=run_id)
     if run is None:
         raise Http404("no such run")
@@ -254,7 +278,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
 
 @member_required
 @require_POST
-def run_steer(request: HttpRequest, run_id: str, method: str) -> HttpResponse:
+def run_steer(request: MemberRequest, run_id: str, method: str) -> HttpResponse:
     caller = request.caller
     back = safe_next(request, reverse("run", args=[run_id]))
     run = selectors.run_visible(caller=caller, run_id=run_id)
@@ -300,7 +324,7 @@ CONFIRMATIONS = {
 
 @member_required
 @require_http_methods(["GET", "POST"])
-def run_new(request: HttpRequest) -> HttpResponse:
+def run_new(request: MemberRequest) -> HttpResponse:
     form = StartRunForm(request.POST or None, initial={"agent_id": request.GET.get("agent", "deploy")})
     if request.method == "POST" and form.is_valid():
         try:

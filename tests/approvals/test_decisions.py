@@ -11,15 +11,14 @@ from runs.domain.services import run_start, steering_submit
 from runs.models import Event, RunStatus
 from runs.runtime.dispatch import drain
 from tests.conftest import db_snapshot
+from tests.factories import PauseFactory
 
 
 @pytest.fixture
 def parked(people, probe):
     """A probe run of alice's (session s1), parked on its approval gate."""
-    run, _ = run_start(caller=people.caller("alice"), query="launch", agent_id="probe")
-    drain()
-    run.refresh_from_db()
-    pause = Pause.objects.get(run=run)
+    pause = PauseFactory.create(caller=people.caller("alice"))
+    run = pause.run
     assert run.status == RunStatus.PAUSED and pause.is_open
     return run, pause, token_unseal(pause.token_sealed)
 
@@ -149,7 +148,9 @@ def test_wrong_foreign_and_unknown_tokens_are_refused_alike_and_audited(people, 
 
 def test_a_copy_of_the_database_lifts_no_pause(people, parked):
     run, pause, token = parked
-    stored = [str(v) for v in Pause.objects.filter(pk=pause.pk).values().first().values() if v]
+    row = Pause.objects.filter(pk=pause.pk).values().first()
+    assert row is not None
+    stored = [str(v) for v in row.values() if v]
     stored += [str(v) for e in Event.objects.filter(run=run) for v in e.payload.values()]
     assert token not in " ".join(stored)
     alice = people.caller("alice")

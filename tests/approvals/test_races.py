@@ -12,6 +12,7 @@ from runs.domain.services import run_start, steering_submit
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
 from tests.conftest import requires_postgres
+from tests.factories import PauseFactory
 
 pytestmark = [requires_postgres, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -39,8 +40,7 @@ def in_threads(count: int, job) -> list:
 
 
 def test_fifty_concurrent_approvals_land_exactly_once(people_tx, probe):
-    run, _ = run_start(caller=people_tx.caller("alice"), query="launch", agent_id="probe")
-    drain()
+    run = PauseFactory.create(caller=people_tx.caller("alice")).run
     callers = [people_tx.caller("bob", f"web-{i}") for i in range(50)]
     results = in_threads(
         50,
@@ -71,8 +71,7 @@ def test_concurrent_workers_never_run_a_step_twice(people_tx):
 
 
 def test_concurrent_decisions_of_different_kinds_still_land_once(people_tx, probe):
-    run, _ = run_start(caller=people_tx.caller("alice"), query="launch", agent_id="probe")
-    drain()
+    run = PauseFactory.create(caller=people_tx.caller("alice")).run
     bob, alice = people_tx.caller("bob", "web"), people_tx.caller("alice")
     results = in_threads(
         20,

@@ -9,14 +9,13 @@ from approvals.models import Decision, Pause, PauseState
 from runs.domain.services import run_start
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
+from tests.factories import PauseFactory
 
 
 def parked_deploy(people, query="deploy build 7 to production", user="alice"):
-    run, _ = run_start(caller=people.caller(user), query=query, agent_id="deploy")
-    drain()
-    run.refresh_from_db()
-    assert run.status == RunStatus.PAUSED
-    return run, run.pauses.get(state=PauseState.PAUSED)
+    pause = PauseFactory.create(caller=people.caller(user), query=query, agent_id="deploy")
+    assert pause.run.status == RunStatus.PAUSED and pause.state == PauseState.PAUSED
+    return pause.run, pause
 
 
 def signed_in(client, name):
@@ -97,7 +96,9 @@ def test_decisions_need_a_csrf_token(people):
     assert client.post(f"/inbox/pauses/{pause.pk}/decide/", {"method": "approve"}).status_code == 403
     assert Pause.objects.get(pk=pause.pk).state == PauseState.PAUSED
     page = client.get("/inbox/").content.decode()
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert found, page[:300]
+    token = found.group(1)
     ok = client.post(f"/inbox/pauses/{pause.pk}/decide/", {"method": "approve", "csrfmiddlewaretoken": token})
     assert ok.status_code == 302 and Pause.objects.get(pk=pause.pk).decision == Decision.APPROVE
 

@@ -174,7 +174,8 @@ def test_inbox_and_console_live(browser, live_harbor, screenshots):
     gina.goto("/console/")
     expect(gina.locator("tr[data-run]")).to_have_count(0)
     for run_id in (deploy, count):
-        assert gina.goto(f"/console/runs/{run_id}/").status == 404
+        response = gina.goto(f"/console/runs/{run_id}/")
+        assert response is not None and response.status == 404
     gina.goto("/inbox/history/")
     expect(gina.locator("body")).not_to_contain_text(deploy[-8:])
     gina.goto("/inbox/")

@@ -71,10 +71,12 @@ def approve(api: httpx.Client, run: str, token: str) -> httpx.Response:
     return api.post("/v1/control/approve", json={"identity": {"run": run}, "payload": {"token": token}})
 
 
-def approve_until_answered(api: httpx.Client, run: str, token: str, timeout: float = 30) -> list:
+def approve_until_answered(
+    api: httpx.Client, run: str, token: str, timeout: float = 30
+) -> list[tuple[int | str, object]]:
     """Send one decision the way a careful client does: retry while the server answers a
     retryable error or the connection fails. Returns every answer, as (status, code)."""
-    answers = []
+    answers: list[tuple[int | str, object]] = []
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -96,9 +98,11 @@ def _code(response: httpx.Response):
         return response.text[:80]
 
 
-def decision_landed(answers: list) -> bool:
+def decision_landed(answers: list | None) -> bool:
     """One decision landed: answered 200, or 409 already_resumed only after an earlier
     attempt that may have landed (a retryable error or a dropped connection)."""
+    if not answers:  # never sent, or never answered
+        return False
     final = answers[-1]
     if final[0] == 200:
         return True
@@ -158,6 +162,9 @@ def ledger_problems(rows, run_ids, steps: int, lost_allowed=frozenset()) -> list
 
 class _Follower(threading.Thread):
     """Follows a stream in the background, reconnecting after any break with its cursor."""
+
+    def follow(self) -> None:
+        raise NotImplementedError  # SSE or websocket
 
     def __init__(self, cursor: int | None) -> None:
         super().__init__(daemon=True)

@@ -66,7 +66,7 @@ def test_a_soak_of_gated_runs_under_worker_kills_loses_nothing_and_repeats_nothi
         )
     killer = Killer(topology, runs)
     killer.start()
-    answers: dict[str, list] = {}  # one decision per pause token, with every answer it got
+    answers: dict[str, list | None] = {}  # one decision per pause token, with every answer it got
     try:
         with ThreadPoolExecutor(8) as pool:
             while time.monotonic() - began < 170:

@@ -3,6 +3,8 @@ sent through both at once lands once."""
 
 import threading
 
+import httpx
+
 from tests.conftest import requires_postgres, requires_redis
 
 from .client import WsFollower, approve, event_head, event_log, start_run, wait_runs
@@ -31,16 +33,20 @@ def test_a_pause_started_through_one_daphne_reaches_an_inbox_on_the_other_and_is
             assert token, "the approver's inbox must carry the resume token"
 
             # The same decision through both processes at once.
-            barrier, answers = threading.Barrier(2), [None, None]
+            barrier = threading.Barrier(2)
+            answers: list[httpx.Response | None] = [None, None]
 
             def decide(index: int) -> None:
                 barrier.wait()
                 answers[index] = approve(bob[index], run, token)
 
             threads = [threading.Thread(target=decide, args=(i,)) for i in range(2)]
-            [t.start() for t in threads]
-            [t.join(30) for t in threads]
-            outcome = sorted((r.status_code, r.json().get("code")) for r in answers)
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            assert all(answers), answers
+            outcome = sorted((r.status_code, r.json().get("code")) for r in answers if r)
             assert outcome == [(200, None), (409, "already_resumed")], outcome
 
         wait_runs(topology, runs, "complete", timeout=60)

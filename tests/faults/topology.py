@@ -199,7 +199,7 @@ class Topology:
     def _ready(self, name: str, mark: str) -> bool:
         if name == "redis":
             try:
-                return redis.Redis(port=self.redis_port, socket_timeout=1).ping()
+                return bool(redis.Redis(port=self.redis_port, socket_timeout=1).ping())
             except redis.RedisError:
                 return False
         if name.startswith("daphne"):
@@ -252,7 +252,9 @@ class Topology:
         """Sign in through the login page (with its CSRF token) and return the session cookies."""
         with httpx.Client(base_url=self.url(index), timeout=30) as client:
             page = client.get("/login/")
-            csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+            found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+            assert found, page.text[:300]
+            csrf = found.group(1)
             done = client.post(
                 "/login/",
                 data={"csrfmiddlewaretoken": csrf, "username": user, "password": self.logins[user]},

@@ -16,6 +16,7 @@ from django.test import Client
 
 from harbor_site.asgi import application
 from runs.domain import events
+from runs.domain.event_types import MessageReceived
 from runs.models import Event
 from tests.live import free_port
 
@@ -29,7 +30,7 @@ def emit(run, count: int = 1, per_transaction: int = 1) -> None:
     for _ in range(count // per_transaction):
         with transaction.atomic():
             for _ in range(per_transaction):
-                events.emit(run=run, type=events.MESSAGE_RECEIVED, payload={"Message": "hi"})
+                events.emit(run=run, type=events.MESSAGE_RECEIVED, payload=MessageReceived(TaskID=run.pk, Message="hi"))
 
 
 @database_sync_to_async
@@ -40,7 +41,7 @@ def logged(run=None) -> list[int]:
 
 async def receive_until(communicator, last: int, timeout: float = 10) -> list[int]:
     """Sequences received until `last` arrives (or nothing came for `timeout` seconds)."""
-    seen = []
+    seen: list[int] = []
     while not seen or seen[-1] < last:
         try:
             seen.append((await communicator.receive_json_from(timeout=timeout))["sequence"])
@@ -67,7 +68,8 @@ async def test_an_event_committed_while_the_socket_connects_is_not_lost(people_t
     run = await start(people_tx, "alice")
     before = await logged(run)
     layer = get_channel_layer()
-    original, injected = layer.group_add, []
+    original = layer.group_add
+    injected: list[None] = []  # the one event emitted mid-join
 
     async def group_add(group, channel):
         if not injected:
@@ -146,7 +148,8 @@ class Redis:
     """A redis-server of the test's own, on a free port, that it may stop and start."""
 
     def __init__(self) -> None:
-        self.port, self.process = free_port(), None
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.process = subprocess.Popen(
@@ -160,6 +163,7 @@ class Redis:
             time.sleep(0.05)
 
     def stop(self) -> None:
+        assert self.process is not None, "stopped before it started"
         self.process.kill()
         self.process.wait()
 

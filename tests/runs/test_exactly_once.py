@@ -80,7 +80,15 @@ def test_a_tool_longer_than_its_lease_runs_once(people_tx, slow, settings):
     settings.HARBOR_LEASE_SECONDS = 1
     tool = slow(2.5)
     run = start(people_tx, "work slowly", "slow")
-    in_threads(2, lambda i: drain() if i == 0 else (time.sleep(0.2), keep_draining(3.5)))
+
+    def worker(i: int) -> None:
+        if i == 0:
+            drain()
+        else:
+            time.sleep(0.2)
+            keep_draining(3.5)
+
+    in_threads(2, worker)
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE
     assert tool.bodies == [f"{run.pk}:0"] and tool.effects == [f"{run.pk}:0"]
@@ -103,7 +111,13 @@ def test_a_worker_that_lost_its_lease_is_fenced_from_side_effects_and_records(pe
 
     monkeypatch.setattr(Lease, "heartbeat", heartbeat)
     run = start(people_tx, "work slowly", "slow")
-    in_threads(2, lambda i: drain() if i == 0 else (time.sleep(1.3), drain()))
+
+    def worker(i: int) -> None:
+        if i == 1:
+            time.sleep(1.3)
+        drain()
+
+    in_threads(2, worker)
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE
     assert len(tool.bodies) == 2 and tool.effects == [f"{run.pk}:0"]  # the stalled worker never got past the fence

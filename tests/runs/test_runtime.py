@@ -106,6 +106,7 @@ def test_an_operator_pauses_and_resumes_a_run_at_a_boundary(people):
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE and "while parked" in run.answer
     pause.refresh_from_db()
+    assert pause.decided_by is not None
     assert (pause.decision, pause.decided_by.username) == (Decision.RESUME, "olivia")
 
 
@@ -124,6 +125,7 @@ def test_cancel_of_a_queued_or_parked_run_terminates_it_at_once(people):
 
 
 def test_a_soft_cancel_lets_the_step_in_flight_finish(people, scripted):
+    run: Run  # started below; the agent's step cancels it
     agent = scripted(steps=3, during=lambda n, ctx: n == 1 and steer(people, run, "cancel"))
     run = start(people, "work", "scripted")
     drain()

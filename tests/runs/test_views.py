@@ -10,6 +10,7 @@ from approvals.models import Cause, PauseState
 from runs.domain.services import run_start
 from runs.models import Run, RunStatus, SteeringInstruction
 from runs.runtime.dispatch import drain
+from tests.factories import UserFactory
 
 CONTROLS = (
     "pause",
@@ -59,9 +60,7 @@ def test_home_and_pages_need_a_login(client, people):
 
 
 def test_a_person_without_a_tenant_is_told_so(people):
-    from django.contrib.auth import get_user_model
-
-    get_user_model().objects.create_user(username="drifter", password="drifter-password")
+    UserFactory.create(username="drifter")
     response = signed_in("drifter").get("/console/")
     assert response.status_code == 403 and "not a member" in response.content.decode()
 

@@ -9,6 +9,7 @@ extra; without it, its column says so."""
 import statistics
 import tempfile
 import time
+from argparse import ArgumentParser
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,15 +20,15 @@ from django.test.utils import CaptureQueriesContext
 
 from approvals.domain.selectors import pauses_visible
 from runs.domain.services import run_start, steering_submit
-from runs.identity.callers import caller_resolve
+from runs.identity.callers import Caller, caller_resolve
 from runs.runtime.dispatch import drain
-from runs.runtime.planner import CallTool, Finish
+from runs.runtime.planner import CallTool, Decision, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool
 
 
 class _Planner:
-    def decide(self, view):
+    def decide(self, view: PlannerView) -> Decision:
         return Finish("done") if view.history else CallTool("launch", {"target": "moon"})
 
 
@@ -41,7 +42,7 @@ register_agent(
 )
 
 
-def _ours_cycle(caller) -> None:
+def _ours_cycle(caller: Caller) -> None:
     run, _ = run_start(caller=caller, query="launch", agent_id="bench_gate")
     drain()
     steering_submit(caller=caller, run_id=run.pk, method="approve", payload={})
@@ -106,12 +107,12 @@ def _spread(values: list[float], unit: str = "") -> str:
 class Command(BaseCommand):
     help = "Benchmark pause + decide cycles against LangGraph, and pause.list as history grows."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--rounds", type=int, default=3)
         parser.add_argument("--cycles", type=int, default=50, help="cycles per round")
         parser.add_argument("--history", type=int, default=300, help="decided pauses to seed for the read figures")
 
-    def handle(self, *args, rounds: int, cycles: int, history: int, **options):
+    def handle(self, *args: str, rounds: int, cycles: int, history: int, **options: object) -> None:
         settings.HARBOR_EXECUTOR = "manual"
         database = connection.vendor
         alice = caller_resolve(tenant="acme", user="alice", session="bench")
@@ -164,7 +165,7 @@ class Command(BaseCommand):
             f"{sorted(list_ms)[int(len(list_ms) * 0.95) - 1]:.1f}"
         )
 
-    def _seed(self, caller, count: int) -> None:
+    def _seed(self, caller: Caller, count: int) -> None:
         """History: decided pauses, the shape that makes unbounded reads grow."""
         for _ in range(count):
             _ours_cycle(caller)

@@ -28,7 +28,7 @@ DEMO = [
 class Command(BaseCommand):
     help = "Create the demo tenants (acme, globex) and users, and print their logins."
 
-    def handle(self, *args, **options):
+    def handle(self, *args: str, **options: object) -> None:
         path = settings.VAR_DIR / "demo-logins.json"
         passwords = json.loads(path.read_text()) if path.exists() else {}
         User = get_user_model()

@@ -4,9 +4,12 @@ Signed by the development key pair, which only the embedded default trusts; prod
 trusts only its configured public keys, so there a token needs `--private-key` (the
 private half of one of them)."""
 
+from argparse import ArgumentParser
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
@@ -16,7 +19,7 @@ from runs.identity.bearer_tokens import token_issue
 class Command(BaseCommand):
     help = "Print a Harbor API token (JWT) for a tenant, user and session."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--user", required=True)
         parser.add_argument("--session", help="the session claim (X-Harbor-Session overrides it)")
@@ -30,13 +33,16 @@ class Command(BaseCommand):
         )
         parser.add_argument("--audience", help="the aud claim (default: HARBOR_JWT_AUDIENCE)")
 
-    def handle(self, *args, **options):
-        key = None
+    def handle(self, *args: str, **options: Any) -> None:
+        key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | None = None
         if options["private_key"]:
             try:
-                key = serialization.load_pem_private_key(Path(options["private_key"]).read_bytes(), password=None)
+                loaded = serialization.load_pem_private_key(Path(options["private_key"]).read_bytes(), password=None)
             except (OSError, ValueError, TypeError) as error:
                 raise CommandError(f"cannot read the private key: {error}") from None
+            if not isinstance(loaded, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey):
+                raise CommandError("the private key must be RSA or EC (tokens are RS* or ES* signed)")
+            key = loaded
         elif not settings.HARBOR_JWT_DEV_KEYS:
             raise CommandError(
                 "this deployment does not trust the development key pair (only the embedded default does); "

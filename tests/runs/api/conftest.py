@@ -8,6 +8,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -15,6 +16,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.test import Client
 
 from runs.identity.bearer_tokens import token_issue
+
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse  # the test client's response, in the stubs only
 
 EC_KEY = ec.generate_private_key(ec.SECP256R1())
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -62,8 +66,8 @@ class Api:
         headers: dict | None = None,
         raw: bytes | str | None = None,
         **mint_kwargs,
-    ):
-        extra = {}
+    ) -> "_MonkeyPatchedWSGIResponse":
+        extra: dict[str, Any] = {}
         if token is None and user is not None:
             token = mint(user, session, **mint_kwargs)
         if token is not None:
@@ -92,7 +96,7 @@ class Api:
         body = {"identity": {}, "query": query, "agent_id": agent_id, **kwargs.pop("body", {})}
         return self.ok("/v1/control/start", body, **kwargs)["task_id"]
 
-    def control(self, method: str, run: str, payload=None, **kwargs) -> dict:
+    def control(self, method: str, run: str, payload=None, **kwargs) -> "_MonkeyPatchedWSGIResponse":
         body = {"identity": {"run": run, **kwargs.pop("identity", {})}}
         if payload is not None:
             body["payload"] = payload

@@ -6,7 +6,6 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 
@@ -16,6 +15,7 @@ from runs.domain.payload import MAX_REQUEST_BYTES
 from runs.models import SteeringInstruction
 from runs.protocol.middleware import BodyLimit, client_address, trusted_networks
 from runs.runtime.dispatch import drain
+from tests.factories import DecisionRefusalFactory, SuperuserFactory
 
 from .conftest import mint
 
@@ -247,19 +247,7 @@ CLIENT = "203.0.113.7"  # one office NAT, shared by everybody in it
 
 
 def _refusals(address: str, user: str, count: int, tenant: str = "acme") -> None:
-    DecisionRefusal.objects.bulk_create(
-        [
-            DecisionRefusal(
-                actor_tenant=tenant,
-                actor_user=user,
-                actor_session="s1",
-                address=address,
-                method="approve",
-                code="not_found",
-            )
-            for _ in range(count)
-        ]
-    )
+    DecisionRefusalFactory.create_batch(count, actor_tenant=tenant, actor_user=user, address=address)
 
 
 def _parked(api, user="alice") -> str:
@@ -352,7 +340,7 @@ def test_the_address_ceiling_query_has_an_index(db):
 @pytest.fixture
 def admin_client(api):
     run = _parked(api)
-    get_user_model().objects.create_superuser("root", password="root-password")
+    SuperuserFactory.create(username="root")  # password: root-password
     client = Client()
     login = client.post("/admin/login/", {"username": "root", "password": "root-password", "next": "/admin/"})
     assert login.status_code == 302 and login["Location"] == "/admin/"

@@ -352,6 +352,7 @@ def test_a_delegated_approver_decides_synchronously(api):
     run, _ = _parked_deploy(api)
     assert api.control("approve", run, {}, user="bob").status_code == 200
     pause = Pause.objects.get(run_id=run)
+    assert pause.decided_by is not None
     assert (pause.decided_by.username, pause.on_behalf_of) == ("bob", "acme/alice/s1")
 
 

@@ -6,6 +6,7 @@ describes; this covers what it does not."""
 
 import json
 import os
+from typing import Any
 
 import hypothesis
 import pytest
@@ -148,7 +149,7 @@ def test_no_body_ever_gets_a_server_error(targets):
         raw = data.draw(bodies(run))
         raw = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
         hypothesis.assume(len(raw) <= 2 * MAX_REQUEST_BYTES)
-        extra = {"HTTP_AUTHORIZATION": f"Bearer {tokens[user]}"} if user else {}
+        extra: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Bearer {tokens[user]}"} if user else {}
         response = client.post(route, data=raw, content_type="application/json", **extra)
         seen[response.status_code] = seen.get(response.status_code, 0) + 1
         assert response["Content-Type"].startswith("application/json"), response.content[:200]

@@ -49,7 +49,7 @@ def test_an_approve_lands_and_answers_200_quickly_while_the_layer_is_down(people
     drain()
     token = api.ok("/v1/pause/list", {"identity": {}, "filter": {"run_ids": [run]}})["snapshots"][0]["token"]
     events._push_paused_until = 0.0  # the approve's own push meets the broken layer
-    answered = {}
+    answered: dict[str, float] = {}
 
     def approve():
         started = time.monotonic()

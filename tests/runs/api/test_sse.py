@@ -5,6 +5,7 @@ import asyncio
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import pytest
@@ -28,7 +29,9 @@ def read_events(
     """Open a stream and read frames until `until(event)` holds, `limit` events arrived, or
     nothing arrived for `idle` seconds. Returns the raw prelude lines and the events (also
     appended to `into` as they arrive)."""
-    prelude, events, frame = [], [] if into is None else into, {}
+    prelude: list[str] = []
+    events: list[dict] = [] if into is None else into
+    frame: dict[str, Any] = {}
     try:
         with httpx.stream(
             "GET", f"{live.url}/v1/events", headers=headers, params=params, timeout=httpx.Timeout(10, read=idle)
@@ -89,7 +92,7 @@ def test_a_reconnecting_client_gets_every_missed_event_exactly_once_in_order(liv
 
 
 def test_the_live_tail_delivers_new_events_and_filters_by_type(live_harbor):
-    results = {}
+    results: dict[str, Any] = {}
 
     def listen():
         results["events"] = read_events(
@@ -169,7 +172,8 @@ def test_the_stream_ends_when_the_token_expires(live_harbor):
     import threading
 
     headers = {"Authorization": f"Bearer {mint('alice', ttl=3)}", "Last-Event-ID": "0"}
-    seen, ended = [], threading.Event()
+    seen: list[dict] = []
+    ended = threading.Event()
 
     def listen():
         try:
@@ -193,7 +197,8 @@ def test_a_revoked_member_is_sent_no_token_and_the_stream_ends(live_harbor):
     run = _post(live_harbor, "/v1/control/start", {"query": "count to 200", "agent_id": "countdown"}, user="rita")[
         "task_id"
     ]
-    got, ended = [], threading.Event()
+    got: list[dict] = []
+    ended = threading.Event()
 
     def listen():
         try:
@@ -294,7 +299,7 @@ def test_the_live_tail_survives_a_redis_restart(settings):
     settings.HARBOR_STREAM_POLL_SECONDS = 0.2
     redis = Redis()
     redis.start()
-    log = []
+    log: list[int] = []
 
     async def read(plan, cursor):
         new = [seq for seq in log if seq > cursor]
