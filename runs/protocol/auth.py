@@ -2,8 +2,12 @@
 become a Caller; every failure is 401 before any service runs."""
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
+from django.contrib.auth.models import User
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.request import Request
 
 from runs.domain.errors import AuthRejected, IdentityRequired
 from runs.identity.bearer_tokens import token_verify
@@ -15,7 +19,7 @@ log = logging.getLogger("harbor.auth")
 # --- Requests -----------------------------------------------------------------------------
 
 
-def client_address(meta) -> str | None:
+def client_address(meta: Mapping[str, Any]) -> str | None:
     return meta.get("REMOTE_ADDR") or None
 
 
@@ -31,7 +35,7 @@ def bearer_token(authorization: bytes | str) -> str | None:
     return token.strip()
 
 
-def caller_from_headers(meta) -> Caller:
+def caller_from_headers(meta: Mapping[str, Any]) -> Caller:
     """The verified caller of a request, from its WSGI/ASGI META. Raises IdentityRequired or
     AuthRejected; never infers identity from anything but the verified token."""
     token = bearer_token(meta.get("HTTP_AUTHORIZATION", ""))
@@ -59,11 +63,11 @@ def caller_from_headers(meta) -> Caller:
 class BearerAuthentication(BaseAuthentication):
     """DRF authentication: `request.user` is the Django user, `request.auth` the Caller."""
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[User, Caller] | None:
         if not get_authorization_header(request):
             return None
         caller = caller_from_headers(request.META)
         return caller.user, caller
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="harbor"'

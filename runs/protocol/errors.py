@@ -1,6 +1,7 @@
 """One handler for every view under /v1/: every failure is `{code, message}` with its status."""
 
 import logging
+from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
@@ -36,7 +37,7 @@ def harbor_error_response(error: HarborError) -> Response:
     return error_response(code, error.message, headers=headers)
 
 
-def _drf_message(detail) -> str:
+def _drf_message(detail: object) -> str:
     if isinstance(detail, dict):
         return "; ".join(f"{key}: {_drf_message(value)}" for key, value in detail.items())
     if isinstance(detail, list):
@@ -44,7 +45,7 @@ def _drf_message(detail) -> str:
     return str(detail)
 
 
-def exception_handler(exc, context) -> Response:
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """Map every exception to a protocol error body (PROTOCOL §7)."""
     if isinstance(exc, HarborError):
         if exc.code not in HTTP_STATUS or HTTP_STATUS[exc.code] >= 500:
@@ -54,7 +55,7 @@ def exception_handler(exc, context) -> Response:
         return error_response(
             "rate_limited",
             "too many refused decisions; try again later",
-            headers={"Retry-After": str(int(exc.wait or 60))},
+            headers={"Retry-After": str(int(exc.wait or 60))},  # type: ignore[attr-defined]  # the stubs miss Throttled.wait
         )
     if isinstance(exc, drf.MethodNotAllowed):
         allowed = ", ".join(context["view"].allowed_methods) if context.get("view") else ""
@@ -74,6 +75,6 @@ def exception_handler(exc, context) -> Response:
     return error_response("runtime_error", "internal error")
 
 
-def _path(context) -> str:
+def _path(context: dict[str, Any]) -> str:
     request = context.get("request")
     return getattr(request, "path", "?")

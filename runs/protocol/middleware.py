@@ -13,16 +13,23 @@ checks who sent it.
 
 import ipaddress
 import json
+from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, ImproperlyConfigured
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
 from runs.domain.payload import MAX_REQUEST_BYTES
 
 PROTOCOL_PREFIX = "/v1/"
+Scope = dict[str, Any]
+Message = Mapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -34,7 +41,7 @@ def trusted_networks(entries: tuple[str, ...]) -> tuple[Network, ...]:
         raise ImproperlyConfigured(f"HARBOR_TRUSTED_PROXIES: {error}") from None
 
 
-def _ip(text: str):
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
         return ipaddress.ip_address(text.strip())
     except ValueError:
@@ -46,7 +53,7 @@ def client_address(peer: str | None, forwarded_for: str, trusted: tuple[Network,
     the address that connected to it — and only while the hop that wrote it is trusted; the
     first untrusted hop is the client. From an untrusted peer the header is ignored."""
 
-    def is_trusted(ip) -> bool:
+    def is_trusted(ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
         return ip is not None and any(ip in network for network in trusted)
 
     address = peer
@@ -71,7 +78,7 @@ def _too_large(declared: int) -> str:
 
 
 class ProtocolGuardMiddleware(MiddlewareMixin):
-    def process_request(self, request):
+    def process_request(self, request: HttpRequest) -> JsonResponse | None:
         trusted = trusted_networks(tuple(getattr(settings, "HARBOR_TRUSTED_PROXIES", ())))
         if trusted:
             request.META["HARBOR_PEER_ADDR"] = peer = request.META.get("REMOTE_ADDR")
@@ -94,11 +101,11 @@ class ProtocolGuardMiddleware(MiddlewareMixin):
 class BodyLimit:
     """ASGI middleware: bound /v1/ request bodies before Django reads them."""
 
-    def __init__(self, app, limit: int = MAX_REQUEST_BYTES) -> None:
+    def __init__(self, app: ASGIApp, limit: int = MAX_REQUEST_BYTES) -> None:
         self.app = app
         self.limit = limit
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope.get("path", "").startswith(PROTOCOL_PREFIX):
             return await self.app(scope, receive, send)
         length = dict(scope.get("headers") or []).get(b"content-length", b"")
@@ -122,13 +129,13 @@ class BodyLimit:
                 break
         pending = [first or {"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
-        async def replay():
+        async def replay() -> Message:
             return pending.pop() if pending else await receive()
 
         await self.app(scope, replay, send)
 
     @staticmethod
-    async def _refuse(send, status: int, code: str, message: str) -> None:
+    async def _refuse(send: Send, status: int, code: str, message: str) -> None:
         body = json.dumps({"code": code, "message": message}).encode()
         await send(
             {
@@ -157,7 +164,7 @@ def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
         return
     got_length, handle_chunk, process = WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process
 
-    def refuse(request, message: str) -> None:
+    def refuse(request: WebRequest, message: str) -> None:
         request.harbor_refused = True
         body = json.dumps({"code": "request_too_large", "message": message}).encode()
         request.channel.transport.write(
@@ -166,7 +173,7 @@ def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
         )
         request.channel.loseConnection()
 
-    def gotLength(self, length):
+    def gotLength(self: WebRequest, length: int | None) -> None:
         # The request line is parsed (the channel holds its target); the body is not read yet.
         self.harbor_received, self.harbor_refused = 0, False
         self.harbor_limited = (getattr(self.channel, "_path", b"") or b"").startswith(PROTOCOL_PREFIX.encode())
@@ -175,7 +182,7 @@ def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
             return refuse(self, _too_large(length))
         got_length(self, length)
 
-    def handleContentChunk(self, data):
+    def handleContentChunk(self: WebRequest, data: bytes) -> None:
         if getattr(self, "harbor_refused", False):
             return
         self.harbor_received = getattr(self, "harbor_received", 0) + len(data)
@@ -183,9 +190,10 @@ def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
             return refuse(self, f"the body is over {limit} bytes")
         handle_chunk(self, data)
 
-    def guarded_process(self):
+    def guarded_process(self: WebRequest) -> object:
         if not getattr(self, "harbor_refused", False):  # a refused request never reaches the app
             return process(self)
+        return None
 
     WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process = (
         gotLength,

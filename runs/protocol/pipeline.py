@@ -1,11 +1,19 @@
 """The request pipeline every /v1/ POST route shares (see runs.protocol)."""
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions as drf
 from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.parsers import BaseParser
 from rest_framework.permissions import BasePermission
-from rest_framework.renderers import JSONRenderer
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from runs.domain.errors import (
@@ -24,7 +32,7 @@ from .errors import _drf_message, exception_handler
 # --- The request pipeline -----------------------------------------------------------------
 
 
-def read_json_body(request) -> dict:
+def read_json_body(request: HttpRequest) -> dict[str, Any]:
     """Steps 1-3: size, JSON object, bounds. Any content type is read as JSON (the protocol's
     bodies are all JSON, and curl's default form type should not make a difference)."""
     length = request.META.get("CONTENT_LENGTH") or ""
@@ -58,7 +66,7 @@ def read_json_body(request) -> dict:
     return body
 
 
-def _check_text(value) -> None:
+def _check_text(value: object) -> None:
     """Strings must be storable as they are: no NUL characters and no lone surrogates (a
     JSON escape like \\ud800), which no database column holds."""
     if isinstance(value, str):
@@ -80,21 +88,24 @@ def _check_text(value) -> None:
 class JSONOnly(BaseContentNegotiation):
     """Every /v1/ answer is JSON, whatever the Accept header asks for (never a 406)."""
 
-    def select_parser(self, request, parsers):
-        return parsers[0] if parsers else None
+    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
+        return next(iter(parsers), None)
 
-    def select_renderer(self, request, renderers, format_suffix=None):
-        return renderers[0], renderers[0].media_type
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        renderer = next(iter(renderers))
+        return renderer, renderer.media_type
 
 
 class HasVerifiedIdentity(BasePermission):
     """Step 4: a verified caller, and a body identity that does not contradict it."""
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         caller = request.auth
         if not isinstance(caller, Caller):
             raise IdentityRequired("send Authorization: Bearer <JWT> (and X-Harbor-Session, or a session claim)")
-        identity = view.body.get("identity")
+        identity = view.body.get("identity") if isinstance(view, ProtocolView) else None
         if isinstance(identity, dict):
             actual = {"tenant": caller.tenant.slug, "user": caller.user.username, "session": caller.session}
             for key, value in actual.items():
@@ -118,21 +129,24 @@ class ProtocolView(APIView):
     content_negotiation_class = JSONOnly
     body: dict = {}
 
-    def get_exception_handler(self):
+    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response]:
         return exception_handler
 
-    def initial(self, request, *args, **kwargs):
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         # A wrong HTTP method is answered 405 before anything else looks at the request.
-        if request.method.lower() not in self.http_method_names or not hasattr(self, request.method.lower()):
-            raise drf.MethodNotAllowed(request.method)
+        method = (request.method or "").lower()
+        if method not in self.http_method_names or not hasattr(self, method):
+            raise drf.MethodNotAllowed(request.method or "")
         self.body = read_json_body(request._request)
         super().initial(request, *args, **kwargs)
 
     @property
     def caller(self) -> Caller:
-        return self.request.auth
+        caller = self.request.auth
+        assert isinstance(caller, Caller)  # HasVerifiedIdentity let the request through
+        return caller
 
-    def validated(self, serializer_class) -> dict:
+    def validated(self, serializer_class: type[Serializer]) -> dict[str, Any]:
         serializer = serializer_class(data=self.body)
         if not serializer.is_valid():
             errors = serializer.errors

@@ -1,5 +1,7 @@
 """drf-spectacular hooks: the bearer scheme, the registered agents and GET /v1/events."""
 
+from typing import Any
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 from runs.runtime.registry import all_agents
@@ -9,7 +11,7 @@ class BearerScheme(OpenApiAuthenticationExtension):
     target_class = "runs.protocol.auth.BearerAuthentication"
     name = "HarborBearer"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: object) -> dict[str, str]:
         return {
             "type": "http",
             "scheme": "bearer",
@@ -20,7 +22,7 @@ class BearerScheme(OpenApiAuthenticationExtension):
         }
 
 
-def document_protocol(result, generator, request, public):
+def document_protocol(result: dict[str, Any], generator: object, request: object, public: bool) -> dict[str, Any]:
     """drf-spectacular hook: the agents registered in this deployment, and GET /v1/events
     (an async view outside DRF)."""
     start = result.get("components", {}).get("schemas", {}).get("StartRequest", {}).get("properties", {})

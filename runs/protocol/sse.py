@@ -13,14 +13,17 @@ does the token's expiry, so a stream never outlives the right to read it.
 import json
 import logging
 import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import jwt
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connections
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from runs.domain import events, selectors
@@ -30,6 +33,7 @@ from runs.identity.callers import Caller, caller_resolve
 from runs.protocol.auth import bearer_token, caller_from_headers
 from runs.protocol.errors import harbor_error_response
 
+T = TypeVar("T")
 log = logging.getLogger("harbor.sse")
 
 RETRY_MS = 3000
@@ -47,11 +51,11 @@ class Plan:
     expires_at: float  # the token's `exp`: the stream ends then
 
 
-def _in_pool_thread(fn):
+def _in_pool_thread(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     """Run a blocking DB read off the event loop, on a pool thread (never a dedicated one),
     and close that thread's connections afterwards: an idle stream holds none."""
 
-    def call(*args, **kwargs):
+    def call(*args: Any, **kwargs: Any) -> T:
         try:
             return fn(*args, **kwargs)
         finally:
@@ -84,7 +88,8 @@ def _open(meta: dict, query: dict) -> Plan:
             raise InvalidRequest("Last-Event-ID must be an event sequence (a non-negative integer)")
         cursor = int(raw_cursor)
     # Verified just now by caller_from_headers: only its expiry is read here.
-    claims = jwt.decode(bearer_token(meta.get("HTTP_AUTHORIZATION", "")), options={"verify_signature": False})
+    token = bearer_token(meta.get("HTTP_AUTHORIZATION", "")) or ""
+    claims = jwt.decode(token, options={"verify_signature": False})
     if claims["exp"] <= time.time():  # within the clock leeway: a stream would end at once
         raise AuthRejected("the token has expired")
     return Plan(
@@ -144,7 +149,7 @@ def _error(error: HarborError) -> JsonResponse:
     return response
 
 
-async def _frames(plan: Plan, tail: Tail, cursor: int):
+async def _frames(plan: Plan, tail: Tail, cursor: int) -> AsyncGenerator[str, None]:
     keepalive = float(getattr(settings, "HARBOR_SSE_KEEPALIVE_SECONDS", 15))
     try:
         yield f"retry: {RETRY_MS}\n\n"
@@ -175,7 +180,7 @@ async def _frames(plan: Plan, tail: Tail, cursor: int):
 
 
 @csrf_exempt
-async def events_stream(request: HttpRequest) -> HttpResponse:
+async def events_stream(request: HttpRequest) -> HttpResponseBase:
     if request.method != "GET":
         response = JsonResponse(
             {"code": "invalid_request", "message": f"{request.method} is not allowed; use GET"}, status=405
@@ -196,7 +201,7 @@ async def events_stream(request: HttpRequest) -> HttpResponse:
     # so nothing committed in between is missed.
     await tail.join(events.tenant_group(plan.tenant_id), events.user_group(plan.caller.user.pk))
     cursor = plan.cursor if plan.cursor is not None else await read_head(plan.tenant_id)
-    response = StreamingHttpResponse(_frames(plan, tail, cursor), content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"  # a buffering proxy would hold frames back
-    return response
+    stream = StreamingHttpResponse(_frames(plan, tail, cursor), content_type="text/event-stream")
+    stream["Cache-Control"] = "no-cache"
+    stream["X-Accel-Buffering"] = "no"  # a buffering proxy would hold frames back
+    return stream

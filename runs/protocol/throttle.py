@@ -5,7 +5,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
+from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
 
 from approvals.models import DecisionRefusal
 from runs.identity.callers import Caller
@@ -19,7 +21,7 @@ class DecisionRefusalThrottle(BaseThrottle):
     out the others behind the same address. The address is the client's, resolved through
     the trusted proxies (runs.protocol.middleware), not the proxy's."""
 
-    def allow_request(self, request, view) -> bool:
+    def allow_request(self, request: Request, view: APIView) -> bool:
         if getattr(view, "method", None) not in DECISION_INSTRUCTIONS or not isinstance(request.auth, Caller):
             return True
         caller: Caller = request.auth

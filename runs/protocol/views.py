@@ -2,9 +2,10 @@
 
 from collections.abc import Callable
 
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from approvals.domain import selectors as pause_selectors
@@ -54,14 +55,14 @@ class StartView(ProtocolView):
             )
         ],
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         data = self.validated(s.StartRequestSerializer)
         data.pop("identity", None)
         run, reused = run_start(caller=self.caller, **data)
         return Response(s.StartResponseSerializer({"task_id": run.pk, "reused": reused}).data)
 
 
-PAYLOADS = {
+PAYLOADS: dict[str, type[s.MethodPayload] | None] = {
     Instruction.CANCEL: s.CancelPayload,
     Instruction.PAUSE: s.EmptyPayload,
     Instruction.RESUME: s.ResumePayload,
@@ -72,7 +73,7 @@ PAYLOADS = {
     Instruction.USER_MESSAGE: s.UserMessagePayload,
     Instruction.PRIORITIZE: s.PrioritizePayload,
 }
-SUMMARIES = {
+SUMMARIES: dict[str, str] = {
     Instruction.CANCEL: "Cancel a run (owner_user)",
     Instruction.PAUSE: "Park a run at its next step boundary (owner_user)",
     Instruction.RESUME: "Resume a non-gate pause (owner_user)",
@@ -92,7 +93,7 @@ class ControlView(ProtocolView):
     request_serializer = s.ControlRequestSerializer
     throttle_classes = [DecisionRefusalThrottle]
 
-    def post(self, request, method: str | None = None):
+    def post(self, request: Request, method: str | None = None) -> Response:
         data = self.validated(self.request_serializer)
         identity = data["identity"]
         receipt = steering_submit(
@@ -117,7 +118,7 @@ def control_view(method: str) -> type[ControlView]:
         summary=SUMMARIES[method],
         responses={200: s.ControlResponseSerializer, **CONTROL_ERRORS},
     )
-    def post(self, request):
+    def post(self: ControlView, request: Request) -> Response:
         return ControlView.post(self, request)
 
     name = f"{serializer.__name__.removesuffix('Request')}View"
@@ -134,7 +135,7 @@ class UnknownMethodView(ProtocolView):
     authentication_classes: list = []
 
     @extend_schema(exclude=True)
-    def post(self, request, method: str):
+    def post(self, request: Request, method: str) -> Response:
         raise UnknownMethod(f"unknown steering method {method[:64]!r}; the nine are {', '.join(Instruction.values)}")
 
 
@@ -146,7 +147,7 @@ class PauseListView(ProtocolView):
         responses={200: s.PauseListResponseSerializer, **ERRORS},
         summary="List pause snapshots (default: open)",
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         data = self.validated(s.PauseListRequestSerializer)
         filters = dict(data.get("filter", {}))
         filters.setdefault("status", "paused")
@@ -163,7 +164,7 @@ class TaskListView(ProtocolView):
         responses={200: s.TaskListResponseSerializer, **ERRORS},
         summary="List tasks with counts by status",
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         data = self.validated(s.TaskListRequestSerializer)
         page, counts = selectors.task_list(
             caller=self.caller, page=data["page"], page_size=data["page_size"], **data.get("filter", {})
@@ -179,14 +180,14 @@ class TaskGetView(ProtocolView):
         responses={200: s.TaskDetailSerializer, **ERRORS},
         summary="One task with its pauses and steering history",
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         data = self.validated(s.TaskGetRequestSerializer)
         run = selectors.task_detail(caller=self.caller, run_id=data["identity"]["run"])
-        context = {"may_see_token": _tokens_shown(self.caller, run.visible_pauses)}
+        context = {"may_see_token": _tokens_shown(self.caller, run.visible_pauses)}  # type: ignore[attr-defined]  # prefetched by task_detail
         return Response(s.TaskDetailSerializer(run, context=context).data)
 
 
 @csrf_exempt
-def not_found(request, *args, **kwargs) -> JsonResponse:
+def not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
     """Any other path under /v1/: JSON, never Django's HTML 404."""
     return JsonResponse({"code": "not_found", "message": f"no route {request.path}"}, status=404)

@@ -1,5 +1,6 @@
 """Strict JSON fields: JSON types are never coerced (`"5"` is not a page, `1` is not a string)."""
 
+from datetime import datetime
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -11,7 +12,7 @@ from runs.domain.payload import MAX_STRING
 
 
 class StrictCharField(serializers.CharField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -20,28 +21,28 @@ class StrictCharField(serializers.CharField):
 class StrictIntegerField(serializers.IntegerField):
     default_error_messages = {"invalid": "A JSON integer is required."}
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> int:
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
 
 
 class StrictBooleanField(serializers.BooleanField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> bool:
         if not isinstance(data, bool):
             self.fail("invalid")
         return data
 
 
 class StrictChoiceField(serializers.ChoiceField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> Any:
         if not isinstance(data, str):
             self.fail("invalid_choice", input=data)
         return super().to_internal_value(data)
 
 
 class StrictDateTimeField(serializers.DateTimeField):
-    def to_internal_value(self, value):
+    def to_internal_value(self, value: object) -> datetime:
         if not isinstance(value, str):
             self.fail("invalid", format="ISO 8601")
         return super().to_internal_value(value)
@@ -50,7 +51,7 @@ class StrictDateTimeField(serializers.DateTimeField):
 class ObjectField(serializers.DictField):
     """Any JSON object (the bounds of PROTOCOL §3 are checked before parsing)."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> dict[str, Any]:
         if not isinstance(data, dict):
             self.fail("not_a_dict", input_type=type(data).__name__)
         return data
@@ -58,7 +59,7 @@ class ObjectField(serializers.DictField):
 
 @extend_schema_field({"type": "object", "minProperties": 1, "additionalProperties": {}})
 class NonEmptyObjectField(ObjectField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> dict[str, Any]:
         data = super().to_internal_value(data)
         if not data:
             raise serializers.ValidationError("must be a non-empty object")
@@ -69,7 +70,7 @@ class NonEmptyObjectField(ObjectField):
 class TextField(StrictCharField):
     """A string with something in it besides whitespace."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(max_length=MAX_STRING, **kwargs)
 
 

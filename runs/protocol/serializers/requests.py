@@ -96,7 +96,7 @@ class PauseListRequestSerializer(PageSerializer):
 
 class TaskFilterSerializer(serializers.Serializer):
     status = StrictChoiceField(choices=RunStatus.values, required=False)
-    parent = id_field("Only the children of this run.", required=False)
+    parent = id_field("Only the children of this run.", required=False)  # type: ignore[assignment]  # a field named like Field.parent
 
 
 class TaskListRequestSerializer(PageSerializer):
@@ -110,17 +110,21 @@ class TaskGetRequestSerializer(serializers.Serializer):
 # --- Method payloads (documentation of PROTOCOL §3; the service validates them) ------------
 
 
-class CancelPayload(serializers.Serializer):
+class MethodPayload(serializers.Serializer):
+    """A steering method's payload; `required_payload` says whether the method needs one."""
+
     required_payload = False
+
+
+class CancelPayload(MethodPayload):
     hard = StrictBooleanField(required=False, help_text="Interrupt the step in flight.")
 
 
-class EmptyPayload(serializers.Serializer):
-    required_payload = False
+class EmptyPayload(MethodPayload):
+    pass
 
 
-class ResumePayload(serializers.Serializer):
-    required_payload = False
+class ResumePayload(MethodPayload):
     token = StrictCharField(
         required=False,
         min_length=1,
@@ -130,8 +134,7 @@ class ResumePayload(serializers.Serializer):
     input = serializers.JSONField(required=False, help_text="Answers an A2A input request.")
 
 
-class ApprovePayload(serializers.Serializer):
-    required_payload = False
+class ApprovePayload(MethodPayload):
     token = StrictCharField(
         required=False,
         min_length=1,
@@ -142,8 +145,7 @@ class ApprovePayload(serializers.Serializer):
     args = ObjectField(required=False, help_text="Edited arguments, where the gate allows edits (extension).")
 
 
-class RejectPayload(serializers.Serializer):
-    required_payload = False
+class RejectPayload(MethodPayload):
     token = StrictCharField(
         required=False,
         min_length=1,
@@ -153,22 +155,22 @@ class RejectPayload(serializers.Serializer):
     reason = StrictCharField(required=False, max_length=MAX_STRING, allow_blank=True)
 
 
-class RedirectPayload(serializers.Serializer):
+class RedirectPayload(MethodPayload):
     required_payload = True
     goal = TextField(help_text="The run's new goal.")
 
 
-class UserMessagePayload(serializers.Serializer):
+class UserMessagePayload(MethodPayload):
     required_payload = True
     message = TextField()
 
 
-class PrioritizePayload(serializers.Serializer):
+class PrioritizePayload(MethodPayload):
     required_payload = True
     priority = StrictIntegerField(min_value=-1000, max_value=1000)
 
 
-def control_request_serializer(method: str, payload: type[serializers.Serializer] | None):
+def control_request_serializer(method: str, payload: type[MethodPayload] | None) -> type[ControlRequestSerializer]:
     """A per-method request class, so the OpenAPI document shows each method's payload."""
     name = "".join(part.title() for part in method.split("_"))
     fields = {
