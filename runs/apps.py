@@ -7,12 +7,12 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         from runs import tasks
-        from runs.domain import streams  # noqa: F401  (a logout closes that session's live streams)
         from runs.runtime import (
             agents,  # noqa: F401  (registers the built-in agents and tools)
             dispatch,
             wake,
         )
+        from runs.web import access  # noqa: F401  (a logout closes that session's live streams)
 
         dispatch.register_wakers()
         wake.register("celery", tasks.wake_a_worker)

@@ -18,8 +18,8 @@ from approvals.web.forms import decision_payload
 from runs.domain.errors import HarborError
 from runs.domain.services import steering_submit
 from runs.models import DECISION_INSTRUCTIONS
+from runs.web.access import MemberRequest, error_text, member_required, safe_next
 from runs.web.forms import SteeringFormError
-from runs.web.views import MemberRequest, error_text, member_required, safe_next
 
 DONE = {
     "approve": "Approved {tool}: the call runs now.",

@@ -12,10 +12,6 @@ import logging
 
 from channels.layers import BaseChannelLayer
 from django.conf import settings
-from django.contrib.auth.models import User
-from django.contrib.auth.signals import user_logged_out
-from django.dispatch import receiver
-from django.http import HttpRequest
 
 from approvals.domain.selectors import token_visibility
 from runs.domain import events, selectors
@@ -105,13 +101,3 @@ class Tail:
                 await asyncio.wait_for(self.layer.group_discard(group, self.channel), self.JOIN_TIMEOUT)
             except Exception:  # the stream is gone either way; memberships expire
                 log.debug("group_discard failed for %s", self.channel, exc_info=True)
-
-
-@receiver(user_logged_out, dispatch_uid="harbor-close-streams-on-logout")
-def _close_on_logout(sender: type, request: HttpRequest, user: User | None, **kwargs: object) -> None:
-    """A logout closes the websockets of that login session (named as the pages name it)."""
-    from runs.web.views import web_session_for_key
-
-    session_key = getattr(getattr(request, "session", None), "session_key", None)
-    if user is not None and session_key:
-        events.close_streams(user_id=user.pk, session_key=web_session_for_key(session_key))

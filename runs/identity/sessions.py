@@ -66,3 +66,9 @@ class SessionStore(db.SessionStore):
         session_key = session_key or self.session_key
         if session_key is not None:
             await self.model.objects.filter(session_key=stored_key(session_key)).adelete()
+
+
+def web_session_for_key(session_key: str) -> str:
+    """A stable session id for the identity triple, derived from (never equal to) the
+    Django session key, so audits and events never carry the cookie's secret."""
+    return "web-" + hashlib.sha256(session_key.encode()).hexdigest()[:12]

@@ -28,8 +28,8 @@ from django.contrib.sessions.backends.base import SessionBase
 from runs.domain import events, selectors, streams
 from runs.domain.streams import Tail
 from runs.identity.callers import Caller
+from runs.identity.sessions import web_session_for_key
 from runs.models import Membership
-from runs.web.views import web_session_for_key
 
 log = logging.getLogger("harbor.ws")
 

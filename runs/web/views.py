@@ -1,23 +1,18 @@
-"""The operator console, and what every page shares: who the signed-in person is (the
-identity triple the services act for) and where they work.
+"""The operator console: home, the runs list, a run and its steering, starting a run, and
+switching tenants.
 
 Views parse, call one service and render; reads come from the selectors, so a page never
 shows more than the protocol would."""
 
-import hashlib
 import json
 import uuid
-from collections.abc import Callable
-from functools import wraps
-from typing import Any, Concatenate, ParamSpec, cast
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals.domain import selectors as pause_selectors
@@ -25,77 +20,13 @@ from approvals.models import Cause, Pause
 from runs.domain import selectors
 from runs.domain.errors import HarborError
 from runs.domain.services import run_start, steering_submit
-from runs.identity.callers import Caller, caller_resolve
+from runs.identity.callers import Caller
 from runs.identity.scopes import MINIMUM_SCOPE, Scope, caller_scope
-from runs.models import DECISION_INSTRUCTIONS, Event, Instruction, Membership, Role, Run, RunStatus, SteeringState
+from runs.models import DECISION_INSTRUCTIONS, Event, Instruction, Role, Run, RunStatus, SteeringState
+from runs.web.access import MemberRequest, SignedInRequest, error_text, member_required, safe_next
 from runs.web.forms import StartRunForm, SteeringFormError, steering_payload
 
-# --- The signed-in person as a Caller -------------------------------------------------------
-
-
-def web_session_for_key(session_key: str) -> str:
-    """A stable session id for the identity triple, derived from (never equal to) the
-    Django session key, so audits and events never carry the cookie's secret."""
-    return "web-" + hashlib.sha256(session_key.encode()).hexdigest()[:12]
-
-
-def web_session_id(request: HttpRequest) -> str:
-    if not request.session.session_key:
-        request.session.save()  # which gives the session its key
-    session_key = request.session.session_key
-    assert session_key is not None
-    return web_session_for_key(session_key)
-
-
-def web_caller(request: HttpRequest) -> Caller | None:
-    membership = selectors.membership_for_user(user=request.user, session=request.session)
-    if membership is None:
-        return None
-    try:
-        return caller_resolve(
-            tenant=membership.tenant.slug,
-            user=request.user.username,
-            session=web_session_id(request),
-            address=request.META.get("REMOTE_ADDR"),
-            provision=False,
-        )
-    except HarborError:
-        return None
-
-
-P = ParamSpec("P")
-
-
-class SignedInRequest(HttpRequest):
-    """A request `login_required` let through."""
-
-    user: User
-
-
-class MemberRequest(SignedInRequest):
-    """A request `member_required` let through: signed in, a member, its caller resolved."""
-
-    caller: Caller
-    memberships: list[Membership]
-
-
-def member_required(
-    view: Callable[Concatenate[MemberRequest, P], HttpResponse],
-) -> Callable[Concatenate[HttpRequest, P], HttpResponse]:
-    """Signed in and a member of a tenant: the view gets `request.caller`."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
-        caller = web_caller(request)
-        if caller is None:
-            return render(request, "no_membership.html", status=403)
-        member = cast(MemberRequest, request)  # what this decorator makes of it, just below
-        member.caller = caller
-        member.memberships = selectors.memberships_of(user=member.user)
-        return view(member, *args, **kwargs)
-
-    return wrapper
+# --- Where a person works ---------------------------------------------------------------------
 
 
 @login_required
@@ -111,28 +42,6 @@ def tenant_switch(request: SignedInRequest) -> HttpResponse:
         request.session[selectors.ACTIVE_TENANT_SESSION_KEY] = membership.tenant_id
         messages.success(request, f"Now working in {membership.tenant.name}.")
     return redirect("home")
-
-
-def error_text(error: HarborError) -> str:
-    """A domain error in plain words for a page."""
-    plain = {
-        "already_resumed": "Already decided: ",
-        "scope_mismatch": "Not allowed: ",
-        "identity_scope_required": "Not allowed: ",
-        "not_found": "Not found: ",
-        "invalid_request": "Not accepted: ",
-        "payload_invalid": "Not accepted: ",
-    }
-    return plain.get(error.code, "Refused: ") + error.message
-
-
-def safe_next(request: HttpRequest, default: str) -> str:
-    target = request.POST.get("next") or ""
-    if target and url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        return target
-    return default
 
 
 # --- Home --------------------------------------------------------------------------------------

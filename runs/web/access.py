@@ -1,0 +1,110 @@
+"""What every page shares: who the signed-in person is (the identity triple the services act
+for, from their login session and the tenant they chose), the member-only decorator, and
+plain words for refusals."""
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Concatenate, ParamSpec, cast
+
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.contrib.auth.signals import user_logged_out
+from django.dispatch import receiver
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from runs.domain import events, selectors
+from runs.domain.errors import HarborError
+from runs.identity.callers import Caller, caller_resolve
+from runs.identity.sessions import web_session_for_key
+from runs.models import Membership
+
+
+def web_session_id(request: HttpRequest) -> str:
+    if not request.session.session_key:
+        request.session.save()  # which gives the session its key
+    session_key = request.session.session_key
+    assert session_key is not None
+    return web_session_for_key(session_key)
+
+
+def web_caller(request: HttpRequest) -> Caller | None:
+    membership = selectors.membership_for_user(user=request.user, session=request.session)
+    if membership is None:
+        return None
+    try:
+        return caller_resolve(
+            tenant=membership.tenant.slug,
+            user=request.user.username,
+            session=web_session_id(request),
+            address=request.META.get("REMOTE_ADDR"),
+            provision=False,
+        )
+    except HarborError:
+        return None
+
+
+P = ParamSpec("P")
+
+
+class SignedInRequest(HttpRequest):
+    """A request `login_required` let through."""
+
+    user: User
+
+
+class MemberRequest(SignedInRequest):
+    """A request `member_required` let through: signed in, a member, its caller resolved."""
+
+    caller: Caller
+    memberships: list[Membership]
+
+
+def member_required(
+    view: Callable[Concatenate[MemberRequest, P], HttpResponse],
+) -> Callable[Concatenate[HttpRequest, P], HttpResponse]:
+    """Signed in and a member of a tenant: the view gets `request.caller`."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+        caller = web_caller(request)
+        if caller is None:
+            return render(request, "no_membership.html", status=403)
+        member = cast(MemberRequest, request)  # what this decorator makes of it, just below
+        member.caller = caller
+        member.memberships = selectors.memberships_of(user=member.user)
+        return view(member, *args, **kwargs)
+
+    return wrapper
+
+
+def error_text(error: HarborError) -> str:
+    """A domain error in plain words for a page."""
+    plain = {
+        "already_resumed": "Already decided: ",
+        "scope_mismatch": "Not allowed: ",
+        "identity_scope_required": "Not allowed: ",
+        "not_found": "Not found: ",
+        "invalid_request": "Not accepted: ",
+        "payload_invalid": "Not accepted: ",
+    }
+    return plain.get(error.code, "Refused: ") + error.message
+
+
+def safe_next(request: HttpRequest, default: str) -> str:
+    target = request.POST.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return default
+
+
+@receiver(user_logged_out, dispatch_uid="harbor-close-streams-on-logout")
+def _close_on_logout(sender: type, request: HttpRequest, user: User | None, **kwargs: object) -> None:
+    """A logout closes the websockets of that login session (named as the pages name it)."""
+    session_key = getattr(getattr(request, "session", None), "session_key", None)
+    if user is not None and session_key:
+        events.close_streams(user_id=user.pk, session_key=web_session_for_key(session_key))
