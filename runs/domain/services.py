@@ -21,6 +21,7 @@ from runs.domain.errors import (
 )
 from runs.domain.event_types import TaskPrioritised, TaskSpawned
 from runs.domain.payload import MAX_STRING, check_bounds
+from runs.domain.steering_payloads import priority_check, steering_payload_clean
 from runs.identity.callers import Caller
 from runs.identity.permissions import grant_run_permissions
 from runs.identity.scopes import MINIMUM_SCOPE, SCOPE_NAMES, caller_scope, can_view_run
@@ -39,7 +40,6 @@ from runs.runtime.wake import wake_on_commit
 
 log = logging.getLogger("harbor.runs")
 
-PRIORITY_RANGE = range(-1000, 1001)
 DEFAULT_PRIORITY = 0
 # Applied inside the request; the others wait for the run's next step boundary.
 IMMEDIATE = frozenset({*DECISION_INSTRUCTIONS, Instruction.PRIORITIZE})
@@ -63,7 +63,7 @@ def run_start(
         raise PayloadInvalid(f"query is over {MAX_STRING} characters")
     if not isinstance(agent_id, str) or not agent_exists(agent_id):
         raise InvalidRequest(f"unknown agent_id {agent_id!r}")
-    _check_priority(priority)
+    priority_check(priority)
     if priority > DEFAULT_PRIORITY and not caller.is_admin:
         raise ScopeMismatch(f"a priority above {DEFAULT_PRIORITY} needs the admin scope, as prioritize does")
     if cancel_policy not in CancelPolicy.values:
@@ -142,7 +142,7 @@ def steering_submit(
         raise InvalidRequest("event_id must be a string of 1 to 200 characters")
     if requested_scope is not None and requested_scope not in SCOPE_NAMES:
         raise InvalidRequest(f"scope must be one of {', '.join(SCOPE_NAMES)}")
-    clean = _validate_payload(method, payload)
+    clean = steering_payload_clean(method, payload)
 
     with refusals.collecting():
         try:
@@ -248,56 +248,6 @@ def _holds_decide_permission(caller: Caller, run: Run, token: str | None, pause_
     else:
         target = pauses.order_by("-created_at")[:1]
     return any(caller.user.has_perm("approvals.decide_pause", p) for p in target)
-
-
-def _validate_payload(method: str, payload: dict) -> dict:
-    """Check each method's payload against its rules (PROTOCOL §3: a breach is
-    422 payload_invalid); return only the fields it uses."""
-
-    def optional_string(name: str, *, non_empty: bool = False) -> None:
-        value = payload.get(name)
-        if value is not None and (not isinstance(value, str) or (non_empty and not value)):
-            raise PayloadInvalid(f"{method}: {name} must be a {'non-empty ' if non_empty else ''}string")
-
-    if method == Instruction.CANCEL:
-        if "hard" in payload and not isinstance(payload["hard"], bool):
-            raise PayloadInvalid("cancel: hard must be a boolean")
-        return {"hard": bool(payload.get("hard", False))}
-    if method == Instruction.PAUSE:
-        return {}
-    if method in DECISION_INSTRUCTIONS:
-        optional_string("token", non_empty=True)
-        optional_string("reason")
-        if "args" in payload and payload["args"] is not None and not isinstance(payload["args"], dict):
-            raise PayloadInvalid("approve: args must be an object")
-        allowed = (
-            {"token", "reason"}
-            | ({"args"} if method == Instruction.APPROVE else set())
-            | ({"input"} if method == Instruction.RESUME else set())
-        )
-        return {k: v for k, v in payload.items() if k in allowed and v is not None}
-    if method == Instruction.REDIRECT:
-        goal = payload.get("goal")
-        if not isinstance(goal, str) or not goal.strip():
-            raise PayloadInvalid("redirect: goal must be a non-empty string")
-        return {"goal": goal}
-    if method == Instruction.USER_MESSAGE:
-        message = payload.get("message")
-        if not isinstance(message, str) or not message.strip():
-            raise PayloadInvalid("user_message: message must be a non-empty string")
-        return {"message": message}
-    if method == Instruction.PRIORITIZE:
-        _check_priority(payload.get("priority"), error=PayloadInvalid)
-        return {"priority": payload["priority"]}
-    if not payload:
-        raise PayloadInvalid("inject_context: the payload must be a non-empty object")
-    return payload  # inject_context: any object
-
-
-def _check_priority(priority: object, *, error: type[HarborError] = InvalidRequest) -> None:
-    # start's priority is a body field (400); prioritize's is a payload rule (422).
-    if isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITY_RANGE:
-        raise error(f"priority must be an integer from {PRIORITY_RANGE.start} to {PRIORITY_RANGE.stop - 1}")
 
 
 def _apply_prioritize(run: Run, priority: int) -> None:

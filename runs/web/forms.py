@@ -7,7 +7,7 @@ from django import forms
 
 from runs.domain.errors import PayloadInvalid
 from runs.domain.payload import MAX_STRING, json_loads
-from runs.domain.services import PRIORITY_RANGE
+from runs.domain.steering_payloads import PRIORITY_RANGE
 from runs.models import DECISION_INSTRUCTIONS, Instruction
 from runs.runtime.registry import all_agents
 
