@@ -15,7 +15,7 @@ from runs.domain import events
 from runs.domain.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
 from runs.domain.transitions import move, run_cancelled, run_reject
 from runs.identity.callers import Caller
-from runs.identity.permissions import grant_pause_permissions
+from runs.identity.visibility import may_decide_pause, may_view_pause
 from runs.models import Run, RunStatus
 from runs.runtime.wake import wake_on_commit
 
@@ -60,7 +60,6 @@ def pause_park(
         expires_at=now + deadline if deadline else None,
     )
     move(run, RunStatus.PAUSED, lease_owner="", lease_expires_at=None)
-    grant_pause_permissions(pause)
     expires = pause.expires_at.isoformat().replace("+00:00", "Z") if pause.expires_at else None
     events.emit(
         run=run,
@@ -101,12 +100,9 @@ def pause_decide(
     decision = DECISION_FOR_METHOD[method]
     pause = _target_pause(caller=caller, run=run, method=method, token=token)
 
-    may_decide = (
-        caller.user.username == pause.identity_user and caller.session == pause.identity_session
-    ) or caller.user.has_perm("approvals.decide_pause", pause)
-    if not may_decide:
+    if not may_decide_pause(caller, pause):
         _refuse(caller, method, pause, "scope_mismatch")
-        if _may_view(caller, pause):
+        if may_view_pause(caller, pause):
             raise ScopeMismatch("the caller may see this pause but not decide it")
         raise NotFound(NO_OPEN_PAUSE)
     if not pause.is_open:
@@ -254,14 +250,6 @@ def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, d
         raise AlreadyResumed("the pause was decided concurrently")
     for name, value in fields.items():
         setattr(pause, name, value)
-
-
-def _may_view(caller: Caller, pause: Pause) -> bool:
-    return (
-        caller.is_admin
-        or caller.user.username == pause.identity_user
-        or caller.user.has_perm("approvals.view_pause", pause)
-    )
 
 
 def _refuse(caller: Caller, method: str, pause: Pause | None, code: str) -> None:

@@ -20,8 +20,8 @@ from runs.domain.errors import (
 )
 from runs.domain.payload import check_bounds
 from runs.identity.callers import Caller
-from runs.identity.permissions import grant_run_permissions
 from runs.identity.scopes import MINIMUM_SCOPE, SCOPE_NAMES, caller_scope, can_view_run
+from runs.identity.visibility import may_decide_pause
 from runs.models import (
     CancelPolicy,
     Instruction,
@@ -95,7 +95,6 @@ def run_start(
                 idempotency_key=idempotency_key,
                 checkpoint={"query": query, "step": 0, "history": []},
             )
-            grant_run_permissions(run)
             events.emit(
                 run=run,
                 type=events.TASK_SPAWNED,
@@ -169,8 +168,9 @@ def _submit_locked(*, caller, run_id, method, payload, event_id, requested_scope
     if requested_scope is not None:
         if scope < SCOPE_NAMES[requested_scope]:
             raise IdentityScopeRequired(f"the caller does not hold the {requested_scope} scope on this run")
-    delegated = method in DECISIONS and _holds_decide_permission(caller, run, payload.get("token"))
-    if scope < MINIMUM_SCOPE[method] and not delegated:
+    if scope < MINIMUM_SCOPE[method] and not (
+        method in DECISIONS and _holds_decide_permission(caller, run, payload.get("token"))
+    ):
         raise ScopeMismatch(f"{method} needs the {MINIMUM_SCOPE[method].name.lower()} scope")
     # A replayed event_id is answered only to a caller allowed the method: the receipt
     # names the earlier instruction, which is not everyone's to learn.
@@ -226,7 +226,7 @@ def _holds_decide_permission(caller: Caller, run: Run, token: str | None) -> boo
     when it may decide the pause targeted: the token's, else the run's latest."""
     pauses = run.pauses.all()
     target = pauses.filter(token_digest=token_digest(token)) if token else pauses.order_by("-created_at")[:1]
-    return any(caller.user.has_perm("approvals.decide_pause", p) for p in target)
+    return any(may_decide_pause(caller, p) for p in target)
 
 
 def _validate_payload(method: str, payload: dict) -> dict:

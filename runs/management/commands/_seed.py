@@ -103,42 +103,5 @@ def seed_history(*, caller: Caller, count: int, decider, progress=None) -> None:
             with transaction.atomic():
                 Run.objects.bulk_create(runs)
                 Pause.objects.bulk_create(pauses)
-                _role_rows(caller, runs, pauses)
             if progress is not None:
                 progress(min(start + BATCH, count))
-
-
-def _role_rows(caller: Caller, runs: list[Run], pauses: list[Pause]) -> None:
-    """The object-permission rows the current scheme writes per run and per pause."""
-    from django.contrib.auth.models import Group, Permission
-    from django.contrib.contenttypes.models import ContentType
-    from guardian.models import GroupObjectPermission, UserObjectPermission
-
-    from runs.identity.permissions import role_group
-
-    perms = {
-        p.codename: p
-        for p in Permission.objects.filter(codename__in=["view_run", "steer_run", "view_pause", "decide_pause"])
-    }
-    groups: dict[str, Group] = {r: role_group(caller.tenant, r) for r in (Role.APPROVER, Role.OPERATOR, Role.ADMIN)}
-    users, group_rows = [], []
-    for objs, view, extra, extra_roles in (
-        (runs, "view_run", "steer_run", (Role.OPERATOR, Role.ADMIN)),
-        (pauses, "view_pause", "decide_pause", (Role.APPROVER, Role.ADMIN)),
-    ):
-        ct = ContentType.objects.get_for_model(objs[0])
-        for obj in objs:
-            owner = obj.owner if isinstance(obj, Run) else obj.run.owner
-            users.append(UserObjectPermission(user=owner, permission=perms[view], content_type=ct, object_pk=obj.pk))
-            for role in (Role.APPROVER, Role.OPERATOR, Role.ADMIN):
-                group_rows.append(
-                    GroupObjectPermission(group=groups[role], permission=perms[view], content_type=ct, object_pk=obj.pk)
-                )
-            for role in extra_roles:
-                group_rows.append(
-                    GroupObjectPermission(
-                        group=groups[role], permission=perms[extra], content_type=ct, object_pk=obj.pk
-                    )
-                )
-    UserObjectPermission.objects.bulk_create(users, batch_size=BATCH)
-    GroupObjectPermission.objects.bulk_create(group_rows, batch_size=BATCH)
