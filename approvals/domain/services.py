@@ -5,7 +5,6 @@ Lock order is always run, then pause. Callers that decide hold the run's row loc
 import logging
 from datetime import timedelta
 
-from django.db import transaction
 from django.utils import timezone
 
 from approvals.domain import refusals
@@ -178,7 +177,7 @@ def pause_sweep_overdue(*, now=None) -> int:
     overdue = Pause.objects.filter(state=PauseState.PAUSED, expires_at__lte=now).values_list("pk", "run_id")
     resolved = 0
     for pause_id, run_id in list(overdue):
-        with transaction.atomic(durable=True):
+        with events.atomic():
             run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
             pause = Pause.objects.select_for_update(no_key=True).get(pk=pause_id)
             if not pause.is_open:  # decided while we were looking

@@ -3,7 +3,7 @@
 import logging
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 
 from approvals.domain import refusals
 from approvals.domain.services import pause_decide
@@ -78,7 +78,7 @@ def run_start(
     if parent_run is not None and not isinstance(parent_run, str):
         raise NotFound("parent_run is unknown or terminal")
     try:
-        with transaction.atomic(durable=True):
+        with events.atomic():
             parent = None
             if parent_run is not None:
                 # Locked, so a cancel cascading from the parent cannot miss this child.
@@ -142,7 +142,7 @@ def steering_submit(
 
     with refusals.collecting():
         try:
-            with transaction.atomic(durable=True):
+            with events.atomic():
                 return _submit_locked(
                     caller=caller,
                     run_id=run_id,
@@ -296,7 +296,7 @@ def _narrate_rejection(caller: Caller, run_id, method: str, error: HarborError) 
     on runs the caller can see; the refused change itself was rolled back."""
     if error.code == "not_found" or not isinstance(run_id, str):
         return
-    with transaction.atomic(durable=True):
+    with events.atomic():
         # Run lock first, as everywhere: writing an event for a run while another
         # transaction holds that run would otherwise deadlock on the tenant's cursor.
         run = Run.objects.select_for_update(no_key=True).filter(pk=run_id, tenant=caller.tenant).first()
