@@ -56,10 +56,6 @@ TOKEN_KEYS = ("Token", "PauseToken")
 SEALED = "<sealed>"  # placeholder a caller puts under a token key when the pause is passed
 
 
-def run_group(run_id: str) -> str:
-    return f"run.{run_id}"
-
-
 def tenant_group(tenant_id: int) -> str:
     return f"tenant.{tenant_id}"
 
@@ -123,6 +119,7 @@ def emit(*, run: Run, type: str, payload: dict, pause: Model | None = None) -> E
         payload=stored,
         occurred_at=timezone.now(),
     )
+    event._pause = pause  # type: ignore[attr-defined]  # for the live push (_published)
     batch = _batch.get()
     if batch is not None and batch.holds(conn):
         batch.events.append(event)
@@ -147,10 +144,30 @@ def _write(conn: BaseDatabaseWrapper, events: list[Event]) -> None:
         for offset, event in enumerate(numbered):
             event.sequence = last - len(numbered) + 1 + offset
     Event.objects.bulk_create(events)
-    heads: dict[str, tuple[int, int]] = {}
-    for event in events:
-        heads[event.run_id] = (event.tenant_id, event.sequence)
-    transaction.on_commit(lambda: _push(heads), using=conn.alias)
+    published = {tenant_id: [_published(event) for event in numbered] for tenant_id, numbered in by_tenant.items()}
+    transaction.on_commit(lambda: [_push(tenant_id, items) for tenant_id, items in published.items()], using=conn.alias)
+
+
+def _published(event: Event) -> dict:
+    """What the live streams need to deliver an event without reading the database: its
+    envelope (tokens left out, the tenant filled in by the receiver) and the inputs of the
+    visibility rule (runs.identity.visibility.Viewer): the run's owner and, for a pause
+    event, the pausing identity, the cause and the sealed token."""
+    pause = getattr(event, "_pause", None)
+    return {
+        "envelope": envelope(event, tenant_slug="", with_tokens=False),
+        "owner": event.run.owner_id,
+        "pause": None
+        if pause is None
+        else {
+            "id": pause.pk,
+            "user": pause.identity_user,
+            "session": pause.identity_session,
+            "cause": pause.cause,
+            "sealed": pause.token_sealed,
+            "keys": event.payload.get("_token_keys", []),
+        },
+    }
 
 
 def _next_sequence(conn: BaseDatabaseWrapper, tenant_id: int, count: int) -> int:
@@ -180,7 +197,7 @@ def envelope(event: Event, *, tenant_slug: str | None = None, with_tokens: bool 
         "type": event.type,
         "sequence": event.sequence,
         "occurred_at": event.occurred_at.isoformat().replace("+00:00", "Z"),
-        "tenant": tenant_slug or event.tenant.slug,
+        "tenant": event.tenant.slug if tenant_slug is None else tenant_slug,
         "user": event.user,
         "session": event.session,
         "run": event.run_id,
@@ -214,16 +231,21 @@ PUSH_BACKOFF_SECONDS = 2.0
 _push_paused_until = 0.0
 
 
-def _push(heads: dict[str, tuple[int, int]]) -> None:
-    """Tell live subscribers (SSE, websockets) that the log grew: one nudge per run the
-    transaction wrote to, to the run's group and its tenant's, carrying the run's last
-    sequence. Subscribers read the events back from the log, filtered to what their caller
-    may see, so a lost push only delays them until their next read."""
-    sends = []
-    for run_id, (tenant_id, sequence) in heads.items():
-        message = {"type": "harbor.event", "run": run_id, "sequence": sequence}
-        sends += [(run_group(run_id), message), (tenant_group(tenant_id), message)]
-    _group_send(sends)
+def _push(tenant_id: int, published: list[dict]) -> None:
+    """Hand the written events to the tenant's live streams, once per write. Websockets
+    deliver them from the message (no database read) when it follows their cursor, and
+    read the log otherwise; the SSE stream takes it as a nudge. A lost push only delays a
+    stream until its next read of the log."""
+    if not published:
+        return
+    message = {
+        "type": "harbor.events",
+        "first": published[0]["envelope"]["sequence"],
+        "sequence": published[-1]["envelope"]["sequence"],
+        "runs": sorted({p["envelope"]["run"] for p in published}),
+        "events": published,
+    }
+    _group_send([(tenant_group(tenant_id), message)])
 
 
 def close_streams(*, user_id: int, tenant_id: int | None = None, session_key: str | None = None) -> None:

@@ -13,6 +13,8 @@ delegated explicitly to one person (`pause_delegate`): a handful of rows per per
   pause's cause; a person given `decide_pause` on that pause.
 """
 
+from dataclasses import dataclass
+
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Model, Q, QuerySet
 from guardian.models import UserObjectPermission
@@ -142,3 +144,42 @@ def decidable_among(caller: Caller, pauses: list[Pause]) -> set[str]:
             _delegated(caller, "decide_pause", Pause).filter(object_pk__in=rest).values_list("object_pk", flat=True)
         )
     return allowed
+
+
+# --- live streams -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The rule's inputs for one live stream, taken when it opens and at each re-check, so
+    an event pushed with its run's owner and its pause's identity (runs.domain.events) is
+    delivered, or not, without reading the database. The same rule as the queries above."""
+
+    user_id: int
+    username: str
+    session: str
+    role: str | None
+    runs: frozenset[str] = frozenset()  # runs delegated to this person (`view_run`)
+    decides: frozenset[str] = frozenset()  # pauses delegated to this person (`decide_pause`)
+
+    def sees_run(self, *, owner_id: int, run_id: str) -> bool:
+        return self.role in VIEWERS or owner_id == self.user_id or run_id in self.runs
+
+    def may_decide(self, *, pause_id: str, user: str, session: str, cause: str) -> bool:
+        return (
+            (user == self.username and session == self.session)
+            or self.role in DECIDERS_BY_CAUSE.get(cause, frozenset())
+            or pause_id in self.decides
+        )
+
+
+def viewer_of(caller: Caller) -> Viewer:
+    """A live stream's Viewer (pages: no token scopes, so no tenant-wide widening)."""
+    return Viewer(
+        user_id=caller.user.pk,
+        username=caller.user.username,
+        session=caller.session,
+        role=caller.role,
+        runs=frozenset(_delegated(caller, "view_run", Run).values_list("object_pk", flat=True)),
+        decides=frozenset(_delegated(caller, "decide_pause", Pause).values_list("object_pk", flat=True)),
+    )
