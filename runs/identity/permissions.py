@@ -31,6 +31,8 @@ def membership_grant(*, tenant: Tenant, user, role: str) -> Membership:
     membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
     user.groups.remove(*Group.objects.filter(name__startswith=f"tenant-{tenant.pk}-"))
     user.groups.add(role_group(tenant, role))
+    # The person's open streams re-check at once: what they may see follows the role.
+    transaction.on_commit(lambda: events.close_streams(user_id=user.pk, tenant_id=tenant.pk))
     return membership
 
 
@@ -51,6 +53,7 @@ def delegate(obj: Model, *, user: AbstractBaseUser, permission: str) -> None:
     if not Membership.objects.filter(tenant_id=obj.tenant_id, user=user).exists():  # type: ignore[attr-defined]
         raise ValueError("delegation stays within the tenant: the person is not a member")
     assign_perm(permission, user, obj)
+    transaction.on_commit(lambda: events.close_streams(user_id=user.pk, tenant_id=obj.tenant_id))  # type: ignore[attr-defined]
 
 
 DELEGABLE = frozenset({"view_run", "steer_run", "view_pause", "decide_pause"})
