@@ -74,8 +74,13 @@ class Pause(AppendOnlyModel):
 
     class Meta:
         ordering = ["-created_at"]
+        # The reads of runs.identity.visibility: a page of a tenant's pauses by state and
+        # age, narrowed by the pausing user or the cause, never the whole history.
         indexes = [
-            models.Index(fields=["tenant", "state"]),
+            models.Index(fields=["tenant", "state", "-created_at"], name="pause_tenant_state_age"),
+            models.Index(fields=["tenant", "-created_at"], name="pause_tenant_age"),
+            models.Index(fields=["tenant", "identity_user", "state", "-created_at"], name="pause_tenant_user_age"),
+            models.Index(fields=["tenant", "state", "-decided_at"], name="pause_tenant_decided"),
             models.Index(fields=["state", "expires_at"]),
         ]
         permissions = [("decide_pause", "Decide the pause as a delegated approver")]

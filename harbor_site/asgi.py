@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.typing import ASGI3Application, ASGIReceiveCallable, ASGISendCallable, Scope, WebSocketScope
 from django.core.asgi import get_asgi_application
@@ -9,6 +10,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harbor_site.settings")
 django_asgi = get_asgi_application()
 
+from asgiref.sync import ThreadSensitiveContext  # noqa: E402
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import WebsocketDenier  # noqa: E402
@@ -74,9 +76,21 @@ _router = ProtocolTypeRouter(
 )
 
 
+# Django runs a request's sync middleware on a thread of the request's own, kept until the
+# response ends: for an event stream, as long as it is open. Streams share this one thread
+# instead (it serves their short setup; the stream itself is async and reads the database
+# on pool threads), so idle streams hold no thread each.
+_STREAM_SETUP = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harbor-stream-setup")
+STREAM_PATHS = frozenset({"/v1/events", "/v1/events/"})
+
+
 async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
     if events._server_loop is None:
         # The first connection tells us the server's loop; the embedded runtime starts then.
         events.bind_server_loop(asyncio.get_running_loop())
         start_local_runtime()
+    if scope["type"] == "http" and scope.get("path") in STREAM_PATHS:
+        async with ThreadSensitiveContext(executor=_STREAM_SETUP):
+            await _router(scope, receive, send)
+        return
     await _router(scope, receive, send)

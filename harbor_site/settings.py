@@ -8,9 +8,9 @@ layer, runs advanced by threads inside the web process). With them: production
 import json
 import os
 import secrets
-from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -110,7 +110,7 @@ TEMPLATES = [
     },
 ]
 
-DATABASES: dict[str, Mapping[str, object]]
+DATABASES: dict[str, dict[str, Any]]
 CHANNEL_LAYERS: dict[str, dict[str, object]]
 if EMBEDDED:
     DATABASES = {
@@ -129,7 +129,15 @@ if EMBEDDED:
     }
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 else:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    # A connection pool per process (psycopg's), not persistent connections: under ASGI each
+    # request runs on a thread of its own, and CONN_MAX_AGE would leave one idle connection
+    # behind per thread. The pool bounds what one process holds.
+    DATABASES = {"default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0))}
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": int(os.environ.get("HARBOR_DB_POOL_MIN", "1")),
+        "max_size": int(os.environ.get("HARBOR_DB_POOL_MAX", "20")),
+        "timeout": float(os.environ.get("HARBOR_DB_POOL_TIMEOUT", "10")),
+    }
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

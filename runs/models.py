@@ -123,7 +123,9 @@ class Run(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [
-            models.Index(fields=["tenant", "status"]),
+            models.Index(fields=["tenant", "status", "-created_at"], name="run_tenant_status_age"),
+            models.Index(fields=["tenant", "-created_at"], name="run_tenant_age"),
+            models.Index(fields=["tenant", "owner", "-created_at"], name="run_tenant_owner_age"),
             models.Index(fields=["status", "-priority", "created_at"], name="run_dispatch_order"),
         ]
         constraints = [

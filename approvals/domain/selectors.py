@@ -3,13 +3,12 @@
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from django.db.models import Q, QuerySet
-from guardian.core import ObjectPermissionChecker
-from guardian.shortcuts import get_objects_for_user
+from django.db.models import QuerySet
 
 from approvals.models import Pause, PauseState
 from runs.domain.pagination import Page, paginate
 from runs.identity.callers import Caller
+from runs.identity.visibility import decidable_among, pauses_decide_filter, pauses_filter
 from runs.models import Run
 
 # --- Pages (the approvals inbox) -------------------------------------------------------------
@@ -17,13 +16,12 @@ from runs.models import Run
 
 def pauses_decidable(*, caller: Caller) -> QuerySet[Pause]:
     """Open pauses the caller may decide, newest first: those it parked itself (same user
-    and session) and those its role may decide as a delegated approver."""
-    open_pauses = Pause.objects.filter(tenant=caller.tenant, state=PauseState.PAUSED)
-    delegated = get_objects_for_user(
-        caller.user, "approvals.decide_pause", klass=open_pauses, accept_global_perms=False
-    ).values("pk")
-    own = Q(identity_user=caller.user.username, identity_session=caller.session)
-    return open_pauses.filter(Q(pk__in=delegated) | own).select_related("run", "run__owner").order_by("-created_at")
+    and session), those its role decides, and those delegated to it."""
+    return (
+        Pause.objects.filter(pauses_decide_filter(caller), state=PauseState.PAUSED)
+        .select_related("run", "run__owner")
+        .order_by("-created_at", "-pk")
+    )
 
 
 def pause_decidable(*, caller: Caller, pause_id: str) -> Pause | None:
@@ -32,12 +30,7 @@ def pause_decidable(*, caller: Caller, pause_id: str) -> Pause | None:
 
 def pause_history(*, caller: Caller, limit: int = 100) -> QuerySet[Pause]:
     """Decided pauses the caller may see, most recently decided first."""
-    decided = Pause.objects.filter(tenant=caller.tenant, state=PauseState.RESUMED)
-    if not caller.is_admin:
-        viewable = get_objects_for_user(
-            caller.user, "approvals.view_pause", klass=decided, accept_global_perms=False
-        ).values("pk")
-        decided = decided.filter(Q(pk__in=viewable) | Q(identity_user=caller.user.username))
+    decided = Pause.objects.filter(pauses_filter(caller), state=PauseState.RESUMED)
     return decided.select_related("run", "decided_by").order_by("-decided_at")[:limit]
 
 
@@ -67,15 +60,8 @@ PAUSE_STATUS_ANY = "any"
 
 
 def pauses_visible(*, caller: Caller) -> QuerySet[Pause]:
-    """Pauses of the caller's tenant it may see, in any state: those of its own runs, those
-    its role may view, or all of them for an admin."""
-    pauses = Pause.objects.filter(tenant=caller.tenant)
-    if not caller.is_admin:
-        viewable = get_objects_for_user(
-            caller.user, "approvals.view_pause", klass=pauses, accept_global_perms=False, with_superuser=False
-        ).values("pk")
-        pauses = pauses.filter(Q(pk__in=viewable) | Q(identity_user=caller.user.username))
-    return pauses.select_related("tenant")
+    """Pauses of the caller's tenant it may see, in any state (runs.identity.visibility)."""
+    return Pause.objects.filter(pauses_filter(caller)).select_related("tenant")
 
 
 def token_visibility(*, caller: Caller, pause_ids: Iterable[str | None]) -> Callable[[str | None], bool]:
@@ -85,17 +71,8 @@ def token_visibility(*, caller: Caller, pause_ids: Iterable[str | None]) -> Call
     ids = {pk for pk in pause_ids if pk}
     if not ids:
         return lambda pause_id: False
-    pauses = list(
-        Pause.objects.filter(pk__in=ids, tenant=caller.tenant).only("pk", "identity_user", "identity_session")
-    )
-    checker = ObjectPermissionChecker(caller.user)
-    checker.prefetch_perms(pauses)  # type: ignore[arg-type]  # guardian takes a list as well as a queryset
-    allowed = {
-        p.pk
-        for p in pauses
-        if (p.identity_user == caller.user.username and p.identity_session == caller.session)
-        or checker.has_perm("decide_pause", p)
-    }
+    fields = ("pk", "tenant_id", "cause", "identity_user", "identity_session")
+    allowed = decidable_among(caller, list(Pause.objects.filter(pk__in=ids, tenant=caller.tenant).only(*fields)))
     return lambda pause_id: pause_id in allowed
 
 

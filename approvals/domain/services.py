@@ -6,7 +6,6 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from approvals.domain import refusals
@@ -23,7 +22,7 @@ from runs.domain.event_types import (
 )
 from runs.domain.transitions import move, run_cancelled, run_reject
 from runs.identity.callers import Caller
-from runs.identity.permissions import grant_pause_permissions
+from runs.identity.visibility import may_decide_pause, may_view_pause
 from runs.models import Run, RunStatus
 from runs.runtime.wake import wake_on_commit
 
@@ -68,7 +67,6 @@ def pause_park(
         expires_at=now + deadline if deadline else None,
     )
     move(run, RunStatus.PAUSED, lease_owner="", lease_expires_at=None)
-    grant_pause_permissions(pause)
     expires = pause.expires_at.isoformat().replace("+00:00", "Z") if pause.expires_at else None
     events.emit(
         run=run,
@@ -112,12 +110,9 @@ def pause_decide(
     decision = DECISION_FOR_METHOD[method]
     pause = _target_pause(caller=caller, run=run, method=method, token=token, pause_id=pause_id)
 
-    may_decide = (
-        caller.user.username == pause.identity_user and caller.session == pause.identity_session
-    ) or caller.user.has_perm("approvals.decide_pause", pause)
-    if not may_decide:
+    if not may_decide_pause(caller, pause):
         _refuse(caller, method, pause, "scope_mismatch")
-        if _may_view(caller, pause):
+        if may_view_pause(caller, pause):
             raise ScopeMismatch("the caller may see this pause but not decide it")
         raise NotFound(NO_OPEN_PAUSE)
     if not pause.is_open:
@@ -193,7 +188,7 @@ def pause_sweep_overdue(*, now: datetime | None = None) -> int:
     overdue = Pause.objects.filter(state=PauseState.PAUSED, expires_at__lte=now).values_list("pk", "run_id")
     resolved = 0
     for pause_id, run_id in list(overdue):
-        with transaction.atomic(durable=True):
+        with events.atomic():
             run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
             pause = Pause.objects.select_for_update(no_key=True).get(pk=pause_id)
             if not pause.is_open:  # decided while we were looking
@@ -270,14 +265,6 @@ def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, d
         raise AlreadyResumed("the pause was decided concurrently")
     for name, value in fields.items():
         setattr(pause, name, value)
-
-
-def _may_view(caller: Caller, pause: Pause) -> bool:
-    return (
-        caller.is_admin
-        or caller.user.username == pause.identity_user
-        or caller.user.has_perm("approvals.view_pause", pause)
-    )
 
 
 def _refuse(caller: Caller, method: str, pause: Pause | None, code: str) -> None:

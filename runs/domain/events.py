@@ -5,11 +5,16 @@ channel layer only after it commits."""
 
 import asyncio
 import logging
+import os
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
@@ -55,10 +60,6 @@ TOKEN_KEYS = ("Token", "PauseToken")
 SEALED = "<sealed>"  # placeholder a caller puts under a token key when the pause is passed
 
 
-def run_group(run_id: str) -> str:
-    return f"run.{run_id}"
-
-
 def tenant_group(tenant_id: int) -> str:
     return f"tenant.{tenant_id}"
 
@@ -68,19 +69,53 @@ def user_group(user_id: int) -> str:
     return f"user.{user_id}"
 
 
+class _Batch:
+    """The events of one service transaction, written together just before it commits."""
+
+    def __init__(self, conn: BaseDatabaseWrapper) -> None:
+        self.conn, self.depth = conn, len(conn.atomic_blocks)
+        self.events: list[Event] = []
+
+    def holds(self, conn: BaseDatabaseWrapper) -> bool:
+        """Whether an event written now belongs here: same connection, and not inside a
+        savepoint that could still roll back without the rest (such events go at once)."""
+        return conn is self.conn and len(conn.atomic_blocks) == self.depth
+
+    def flush(self) -> None:
+        events, self.events = self.events, []
+        _write(self.conn, events)
+
+
+_batch: ContextVar[_Batch | None] = ContextVar("harbor_event_batch", default=None)
+
+
+@contextmanager
+def atomic() -> Iterator[None]:
+    """A service's transaction (durable) whose events are written once, at its end: one
+    bump of the tenant cursor, one INSERT, and one live push after commit. The cursor is
+    the last lock taken and is held only for the commit itself."""
+    with transaction.atomic(durable=True):
+        batch = _Batch(transaction.get_connection())
+        token = _batch.set(batch)
+        try:
+            yield
+            batch.flush()
+        finally:
+            _batch.reset(token)
+
+
 def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = None) -> Event:
     """Append an event. Must run inside the transaction of the change it describes, with
-    the run's row lock held (lock order: run, pause, then the tenant cursor)."""
+    the run's row lock held (lock order: run, pause, then the tenant cursor). Inside
+    `atomic()` the row is written when the transaction ends; elsewhere at once."""
     conn = transaction.get_connection()
     assert conn.in_atomic_block, "events are written in the transaction of their change"
-    sequence = _next_sequence(conn, run.tenant_id)
     stored: dict[str, object] = {k: v for k, v in payload.items() if k not in TOKEN_KEYS}
     if pause is not None:
         stored["_pause"] = pause.pk
         stored["_token_keys"] = [k for k in TOKEN_KEYS if k in payload]
-    event = Event.objects.create(
+    event = Event(
         tenant_id=run.tenant_id,
-        sequence=sequence,
         type=type,
         run=run,
         user=run.owner.username,
@@ -88,20 +123,73 @@ def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = 
         payload=stored,
         occurred_at=timezone.now(),
     )
-    transaction.on_commit(lambda: _push(event.pk, run.tenant_id, run.pk, event.sequence))
+    event._pause = pause  # type: ignore[attr-defined]  # for the live push (_published)
+    batch = _batch.get()
+    if batch is not None and batch.holds(conn):
+        batch.events.append(event)
+    else:
+        if batch is not None and batch.conn is conn:
+            batch.flush()  # earlier events of the transaction keep their place in the order
+        _write(conn, [event])
     return event
 
 
-def _next_sequence(conn: BaseDatabaseWrapper, tenant_id: int) -> int:
-    """Bump the tenant's event cursor. The UPDATE holds the cursor row until commit, so
-    sequences are strictly increasing in commit order and a reader tailing by sequence
-    never skips a late-committing event. An UPDATE of a non-key column takes a "no key"
-    row lock: rows that merely point at the tenant (runs, pauses, events) still insert."""
+def _write(conn: BaseDatabaseWrapper, events: list[Event]) -> None:
+    """Number the events from their tenants' cursors, insert them, and nudge the live
+    streams once after commit."""
+    if not events:
+        return
+    by_tenant: dict[int, list[Event]] = {}
+    for event in events:
+        by_tenant.setdefault(event.tenant_id, []).append(event)
+    for tenant_id in sorted(by_tenant):  # one order for everyone: no deadlock between tenants
+        numbered = by_tenant[tenant_id]
+        last = _next_sequence(conn, tenant_id, len(numbered))
+        for offset, event in enumerate(numbered):
+            event.sequence = last - len(numbered) + 1 + offset
+    Event.objects.bulk_create(events)
+    published = {tenant_id: [_published(event) for event in numbered] for tenant_id, numbered in by_tenant.items()}
+
+    def push_all() -> None:
+        for tenant_id, items in published.items():
+            _push(tenant_id, items)
+
+    transaction.on_commit(push_all, using=conn.alias)
+
+
+def _published(event: Event) -> dict:
+    """What the live streams need to deliver an event without reading the database: its
+    envelope (tokens left out, the tenant filled in by the receiver) and the inputs of the
+    visibility rule (runs.identity.visibility.Viewer): the run's owner and, for a pause
+    event, the pausing identity, the cause and the sealed token."""
+    pause = getattr(event, "_pause", None)
+    return {
+        "envelope": envelope(event, tenant_slug="", with_tokens=False),
+        "owner": event.run.owner_id,
+        "pause": None
+        if pause is None
+        else {
+            "id": pause.pk,
+            "user": pause.identity_user,
+            "session": pause.identity_session,
+            "cause": pause.cause,
+            "sealed": pause.token_sealed,
+            "keys": event.payload.get("_token_keys", []),
+        },
+    }
+
+
+def _next_sequence(conn: BaseDatabaseWrapper, tenant_id: int, count: int) -> int:
+    """Bump the tenant's event cursor by `count` and return its new value. The UPDATE holds
+    the cursor row until commit, so sequences are strictly increasing in commit order and
+    gap-free, and a reader tailing by sequence never skips a late-committing event. An
+    UPDATE of a non-key column takes a "no key" row lock: rows that merely point at the
+    tenant (runs, pauses, events) still insert."""
     table = Tenant._meta.db_table
     with conn.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET event_sequence = event_sequence + 1 WHERE id = %s RETURNING event_sequence",
-            [tenant_id],
+            f"UPDATE {table} SET event_sequence = event_sequence + %s WHERE id = %s RETURNING event_sequence",
+            [count, tenant_id],
         )
         return cursor.fetchone()[0]
 
@@ -118,7 +206,7 @@ def envelope(event: Event, *, tenant_slug: str | None = None, with_tokens: bool 
         "type": event.type,
         "sequence": event.sequence,
         "occurred_at": event.occurred_at.isoformat().replace("+00:00", "Z"),
-        "tenant": tenant_slug or event.tenant.slug,
+        "tenant": event.tenant.slug if tenant_slug is None else tenant_slug,
         "user": event.user,
         "session": event.session,
         "run": event.run_id,
@@ -152,22 +240,48 @@ PUSH_BACKOFF_SECONDS = 2.0
 _push_paused_until = 0.0
 
 
-def _push(event_pk: int, tenant_id: int, run_id: str, sequence: int) -> None:
-    """Tell live subscribers (SSE, websockets) that the log grew. Subscribers read the
-    events back from the log, filtered to what their caller may see, so a lost push only
-    delays them until their next read."""
-    message = {"type": "harbor.event", "run": run_id, "sequence": sequence}
-    _group_send([run_group(run_id), tenant_group(tenant_id)], message)
+def _push(tenant_id: int, published: list[dict]) -> None:
+    """Hand the written events to the tenant's live streams, once per write. Websockets
+    deliver them from the message (no database read) when it follows their cursor, and
+    read the log otherwise; the SSE stream takes it as a nudge. A lost push only delays a
+    stream until its next read of the log."""
+    if not published:
+        return
+    message = {
+        "type": "harbor.events",
+        "first": published[0]["envelope"]["sequence"],
+        "sequence": published[-1]["envelope"]["sequence"],
+        "runs": sorted({p["envelope"]["run"] for p in published}),
+        "events": published,
+    }
+    _group_send([(tenant_group(tenant_id), message)])
 
 
 def close_streams(*, user_id: int, tenant_id: int | None = None, session_key: str | None = None) -> None:
     """Close a person's live streams (of one tenant, or one login session, when given)."""
-    _group_send([user_group(user_id)], {"type": "harbor.close", "tenant": tenant_id, "session": session_key})
+    _group_send([(user_group(user_id), {"type": "harbor.close", "tenant": tenant_id, "session": session_key})])
 
 
-def _group_send(groups: list[str], message: dict) -> None:
-    """Best effort, never raises and never blocks for long: it runs after commit, and a
-    live push never undoes a committed change."""
+# Where pushes from threads outside the server run when the layer is not bound to a loop
+# (Redis): one long-lived loop per process, so its connections are reused, instead of a
+# new thread, loop and connection per push.
+_push_loop: tuple[int, asyncio.AbstractEventLoop] | None = None
+_push_loop_lock = threading.Lock()
+
+
+def _own_loop() -> asyncio.AbstractEventLoop:
+    global _push_loop
+    with _push_loop_lock:
+        if _push_loop is None or _push_loop[0] != os.getpid():  # a forked worker starts its own
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="harbor-push", daemon=True).start()
+            _push_loop = (os.getpid(), loop)
+        return _push_loop[1]
+
+
+def _group_send(sends: list[tuple[str, dict]]) -> None:
+    """Best effort, never raises and never waits: it runs after commit, and a live push
+    never undoes a committed change."""
     global _push_paused_until
     if time.monotonic() < _push_paused_until:
         return
@@ -175,20 +289,27 @@ def _group_send(groups: list[str], message: dict) -> None:
         layer = get_channel_layer()
         if layer is None:
             return
+        if isinstance(layer, InMemoryChannelLayer):  # nobody listening costs nothing
+            sends = [(group, message) for group, message in sends if layer.groups.get(group)]
+        if not sends:
+            return
 
         async def send() -> None:
             global _push_paused_until
             try:
-                sends = [layer.group_send(group, message) for group in groups]
-                await asyncio.wait_for(asyncio.gather(*sends), PUSH_TIMEOUT_SECONDS)
+                pending = [layer.group_send(group, message) for group, message in sends]
+                await asyncio.wait_for(asyncio.gather(*pending), PUSH_TIMEOUT_SECONDS)
             except (Exception, asyncio.CancelledError):
                 _push_paused_until = time.monotonic() + PUSH_BACKOFF_SECONDS
+                groups = [group for group, _ in sends]
                 log.warning("live push to %s failed; readers catch up from the log", groups, exc_info=True)
 
         loop = _server_loop
         if loop is not None and loop.is_running():
             asyncio.run_coroutine_threadsafe(send(), loop)
+        elif isinstance(layer, InMemoryChannelLayer):
+            async_to_sync(send)()  # its queues belong to the caller's loop
         else:
-            async_to_sync(send)()
+            asyncio.run_coroutine_threadsafe(send(), _own_loop())
     except (Exception, asyncio.CancelledError):
-        log.warning("live push to %s failed", groups, exc_info=True)
+        log.warning("live push to %s failed", [group for group, _ in sends], exc_info=True)

@@ -7,13 +7,13 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.contrib.sessions.backends.base import SessionBase
-from django.db.models import Count, Prefetch, Q, QuerySet
-from guardian.shortcuts import get_objects_for_user
+from django.db.models import Count, Prefetch, QuerySet
 
 from approvals.domain.selectors import pauses_visible
 from runs.domain.errors import NotFound
 from runs.domain.pagination import PAGE_SIZE_DEFAULT, Page, paginate
 from runs.identity.callers import Caller
+from runs.identity.visibility import runs_filter, sees_all_runs
 from runs.models import Event, Membership, Run, RunStatus, SteeringInstruction, Tenant
 
 # --- Visibility (runs.identity.scopes.can_view_run, as queries) --------------------------------------
@@ -46,15 +46,9 @@ def memberships_of(*, user: User) -> list[Membership]:
 
 
 def runs_visible(*, caller: Caller, status: str | None = None, tenant_wide: bool | None = None) -> QuerySet[Run]:
-    """Runs of the caller's tenant it may see, newest first: its own, those it holds
-    `view_run` on through its role, or all of them for an admin. `tenant_wide=False` leaves
-    the admin widening out (the event stream's default view)."""
-    runs = Run.objects.filter(tenant=caller.tenant)
-    if not (caller.is_admin and tenant_wide is not False):
-        permitted = get_objects_for_user(
-            caller.user, "runs.view_run", klass=runs, accept_global_perms=False, with_superuser=False
-        ).values("pk")
-        runs = runs.filter(Q(owner=caller.user) | Q(pk__in=permitted))
+    """Runs of the caller's tenant it may see, newest first (runs.identity.visibility).
+    `tenant_wide=False` leaves the admin scope's widening out (the event stream's default)."""
+    runs = Run.objects.filter(runs_filter(caller, tenant_wide=tenant_wide))
     if status is not None:
         runs = runs.filter(status=status)
     return runs.select_related("tenant", "owner").order_by("-created_at", "-pk")
@@ -86,8 +80,10 @@ def run_events(*, run: Run) -> list[Event]:
 
 
 def events_visible(*, caller: Caller, tenant_wide: bool | None = None) -> QuerySet[Event]:
-    runs = runs_visible(caller=caller, tenant_wide=tenant_wide).order_by().values("pk")
-    return Event.objects.filter(tenant=caller.tenant, run__in=runs).select_related("run").order_by("sequence")
+    events = Event.objects.filter(tenant=caller.tenant)
+    if not sees_all_runs(caller, tenant_wide=tenant_wide):
+        events = events.filter(run__in=Run.objects.filter(runs_filter(caller, tenant_wide=tenant_wide)).values("pk"))
+    return events.select_related("run").order_by("sequence")
 
 
 def events_head(*, tenant_id: int) -> int:

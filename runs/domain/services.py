@@ -4,7 +4,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 
 from approvals.domain import refusals
 from approvals.domain.services import pause_decide
@@ -23,8 +23,8 @@ from runs.domain.event_types import TaskPrioritised, TaskSpawned
 from runs.domain.payload import MAX_STRING, check_bounds
 from runs.domain.steering_payloads import priority_check, steering_payload_clean
 from runs.identity.callers import Caller
-from runs.identity.permissions import grant_run_permissions
 from runs.identity.scopes import MINIMUM_SCOPE, SCOPE_NAMES, caller_scope, can_view_run
+from runs.identity.visibility import may_decide_pause
 from runs.models import (
     DECISION_INSTRUCTIONS,
     CancelPolicy,
@@ -79,7 +79,7 @@ def run_start(
     if parent_run is not None and not isinstance(parent_run, str):
         raise NotFound("parent_run is unknown or terminal")
     try:
-        with transaction.atomic(durable=True):
+        with events.atomic():
             parent = None
             if parent_run is not None:
                 # Locked, so a cancel cascading from the parent cannot miss this child.
@@ -96,7 +96,6 @@ def run_start(
                 idempotency_key=idempotency_key,
                 checkpoint={"query": query, "step": 0, "history": []},
             )
-            grant_run_permissions(run)
             events.emit(
                 run=run,
                 type=events.TASK_SPAWNED,
@@ -146,7 +145,7 @@ def steering_submit(
 
     with refusals.collecting():
         try:
-            with transaction.atomic(durable=True):
+            with events.atomic():
                 return _submit_locked(
                     caller=caller,
                     run_id=run_id,
@@ -247,7 +246,7 @@ def _holds_decide_permission(caller: Caller, run: Run, token: str | None, pause_
         target = pauses.filter(token_digest=token_digest(token))
     else:
         target = pauses.order_by("-created_at")[:1]
-    return any(caller.user.has_perm("approvals.decide_pause", p) for p in target)
+    return any(may_decide_pause(caller, p) for p in target)
 
 
 def _apply_prioritize(run: Run, priority: int) -> None:
@@ -267,7 +266,7 @@ def _narrate_rejection(caller: Caller, run_id: object, method: str, error: Harbo
     on runs the caller can see; the refused change itself was rolled back."""
     if error.code == "not_found" or not isinstance(run_id, str):
         return
-    with transaction.atomic(durable=True):
+    with events.atomic():
         # Run lock first, as everywhere: writing an event for a run while another
         # transaction holds that run would otherwise deadlock on the tenant's cursor.
         run = Run.objects.select_for_update(no_key=True).filter(pk=run_id, tenant=caller.tenant).first()

@@ -3,6 +3,7 @@
 from enum import IntEnum
 
 from runs.identity.callers import Caller
+from runs.identity.visibility import may_steer_as_owner, may_view_run
 from runs.models import Instruction, Run
 
 
@@ -35,12 +36,10 @@ def caller_scope(caller: Caller, run: Run) -> Scope:
     if run.owner_id == caller.user.pk:
         # The owner holds owner_user from any session (and so session_user too).
         return Scope.OWNER_USER
-    if caller.user.has_perm("runs.steer_run", run):  # an operator steers as if owner
+    if may_steer_as_owner(caller, run):  # an operator steers as if owner
         return Scope.OWNER_USER
     return Scope.NONE
 
 
 def can_view_run(caller: Caller, run: Run) -> bool:
-    return run.tenant_id == caller.tenant.pk and (
-        caller.is_admin or run.owner_id == caller.user.pk or caller.user.has_perm("runs.view_run", run)
-    )
+    return may_view_run(caller, run)

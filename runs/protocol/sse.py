@@ -173,7 +173,9 @@ async def _frames(plan: Plan, tail: Tail, cursor: int) -> AsyncGenerator[str, No
                     break
                 if message.get("type") == "harbor.close":
                     break  # a membership changed: the read re-checks the caller
-                if message.get("sequence", 0) > cursor and (plan.run_id is None or message.get("run") == plan.run_id):
+                if message.get("sequence", 0) > cursor and (
+                    plan.run_id is None or plan.run_id in (message.get("run"), *message.get("runs", ()))
+                ):
                     break
     finally:
         await tail.leave()

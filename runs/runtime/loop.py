@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from runs.domain import events
@@ -116,7 +115,7 @@ def _locked(lease: Lease) -> Run:
 
 
 def _end(lease: Lease, finish: Callable[[Run], object]) -> None:
-    with transaction.atomic(durable=True):
+    with events.atomic():
         try:
             run = _locked(lease)
         except LeaseLost:
@@ -139,7 +138,7 @@ def _step(lease: Lease) -> bool:
 
 
 def _boundary(lease: Lease) -> _Boundary | None:
-    with transaction.atomic(durable=True):
+    with events.atomic():
         run = _locked(lease)
         if run.status == RunStatus.PENDING:
             move(run, RunStatus.RUNNING)
@@ -184,7 +183,7 @@ def _boundary(lease: Lease) -> _Boundary | None:
 def _dispatch(lease: Lease, boundary: _Boundary, decision: Decision | None) -> _Call | bool:
     """Act on the planner's decision (or the pending call) under the run lock. Returns the
     call to execute, True to go back to the boundary, or False to stop advancing."""
-    with transaction.atomic(durable=True):
+    with events.atomic():
         run = _locked(lease)
         checkpoint = dict(run.checkpoint)
         if run.status != RunStatus.RUNNING or checkpoint.get("step", 0) != boundary.step:
@@ -291,7 +290,7 @@ def _execute(lease: Lease, call: _Call) -> bool:
 def _record(lease: Lease, call: _Call, outcome: str, apply: Callable[[Run], object], error: str = "") -> bool:
     """Record an attempt's outcome under the run lock, only if this worker still holds the
     run and the attempt is still the step's live one (the fence)."""
-    with transaction.atomic(durable=True):
+    with events.atomic():
         try:
             run = _locked(lease)
         except LeaseLost:

@@ -12,7 +12,10 @@ tenants or past a revoked membership, and a dropped nudge costs nothing but a de
 Nothing here writes: steering goes through the services, like every other client."""
 
 import asyncio
+import json
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from importlib import import_module
 from typing import Any
@@ -25,10 +28,12 @@ from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.models import User
 from django.contrib.sessions.backends.base import SessionBase
 
+from approvals.domain.tokens import token_unseal
 from runs.domain import events, selectors, streams
 from runs.domain.streams import Tail
 from runs.identity.callers import Caller
 from runs.identity.sessions import web_session_for_key
+from runs.identity.visibility import Viewer, viewer_of
 from runs.models import Membership
 
 log = logging.getLogger("harbor.ws")
@@ -38,6 +43,8 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 CLOSE_INVALID = 4400
+
+SETTLE_SECONDS = 0.2
 
 
 def _caller_for(user_id: int, tenant_id: int, session: str) -> Caller | None:
@@ -60,8 +67,7 @@ def _connect_plan(user: User, session: str, page_session: SessionBase | None, ru
         return {"close": CLOSE_FORBIDDEN}
     if run_id is not None and selectors.run_visible(caller=caller, run_id=run_id) is None:
         return {"close": CLOSE_NOT_FOUND}  # missing and foreign runs look alike
-    group = events.run_group(run_id) if run_id else events.tenant_group(caller.tenant.pk)
-    return {"tenant": caller.tenant.pk, "group": group}
+    return {"tenant": caller.tenant.pk, "slug": caller.tenant.slug, "viewer": viewer_of(caller)}
 
 
 def _signed_in(session_key: str, user_id: int) -> bool:
@@ -72,15 +78,51 @@ def _signed_in(session_key: str, user_id: int) -> bool:
 
 def _read(
     user_id: int, tenant_id: int, session_key: str, run_id: str | None, cursor: int
-) -> tuple[int | None, list[dict], int]:
+) -> tuple[int | None, list[dict], int, Viewer | None]:
     """A close code once the person may no longer listen, else the next envelopes after
-    the cursor and the new cursor."""
+    the cursor, the new cursor, and the person's Viewer as of now (role, delegations)."""
     if not _signed_in(session_key, user_id):
-        return CLOSE_UNAUTHENTICATED, [], cursor
+        return CLOSE_UNAUTHENTICATED, [], cursor, None
     caller = _caller_for(user_id, tenant_id, web_session_for_key(session_key))
     if caller is None:
-        return CLOSE_FORBIDDEN, [], cursor
-    return None, *streams.read_after(caller=caller, cursor=cursor, run_id=run_id)
+        return CLOSE_FORBIDDEN, [], cursor, None
+    envelopes, cursor = streams.read_after(caller=caller, cursor=cursor, run_id=run_id)
+    return None, envelopes, cursor, viewer_of(caller)
+
+
+# Frames rendered once per process and shared by every socket that receives them: an
+# event has at most two renderings (with its resume token, and without).
+_RENDERED: OrderedDict[tuple[str, int, str, str, bool], str] = OrderedDict()
+_RENDERED_MAX = 2048
+
+
+def rendered(item: dict, *, viewer: Viewer, tenant_slug: str, run_id: str | None) -> str | None:
+    """The frame of one pushed event as this viewer receives it, or None when it may not
+    see it: the visibility rule on the inputs the push carries, no database read. A resume
+    token is filled in only for a viewer the decision rule would accept."""
+    envelope = item["envelope"]
+    if run_id is not None and envelope["run"] != run_id:
+        return None
+    if not viewer.sees_run(owner_id=item["owner"], run_id=envelope["run"]):
+        return None
+    pause = item.get("pause")
+    with_token = (
+        pause is not None
+        and bool(pause["keys"])
+        and viewer.may_decide(pause_id=pause["id"], user=pause["user"], session=pause["session"], cause=pause["cause"])
+    )
+    key = (tenant_slug, envelope["sequence"], envelope["run"], envelope["occurred_at"], with_token)
+    text = _RENDERED.get(key)
+    if text is None:
+        frame = {**envelope, "tenant": tenant_slug}
+        if with_token and pause is not None:
+            token = token_unseal(pause["sealed"])
+            frame["payload"] = {**envelope["payload"], **{k: token for k in pause["keys"]}}
+        text = json.dumps(frame)
+        _RENDERED[key] = text
+        if len(_RENDERED) > _RENDERED_MAX:
+            _RENDERED.popitem(last=False)
+    return text
 
 
 class EventsConsumer(AsyncJsonWebsocketConsumer):
@@ -99,7 +141,11 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def _next_message(self) -> dict:
         assert self.tail is not None  # set with channel_receive, before any message
-        message = await self.tail.next(self._recheck_seconds())
+        # After many pushed batches in a row the channel may have overflowed and dropped
+        # the last of them (nothing later would reveal the gap): read the log once the
+        # inbox goes quiet.
+        settle = getattr(self, "pushed", 0) >= getattr(self, "settle_after", 1 << 30)
+        message = await self.tail.next(SETTLE_SECONDS if settle else self._recheck_seconds())
         return message or {"type": "harbor.tick"}
 
     @staticmethod
@@ -131,9 +177,15 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=plan["close"])
             return
         self.user_id, self.tenant_id, self.run_id = user.pk, plan["tenant"], run_id
+        self.tenant_slug, self.viewer = plan["slug"], plan["viewer"]
+        self.sending = asyncio.Lock()  # one sender at a time: the log reader or a pushed batch
+        self.checked_at = time.monotonic()
+        self.pushed = 0  # batches delivered from pushes since the last read of the log
+        self.settle_after = max(1, self.channel_layer.get_capacity(self.channel_name) // 2)
         # Join before taking the cursor: anything committed meanwhile is read from the log.
         assert self.tail is not None
-        await self.tail.join(plan["group"], events.user_group(user.pk))
+        # A run page listens to its tenant too and keeps only its run's events.
+        await self.tail.join(events.tenant_group(self.tenant_id), events.user_group(user.pk))
         await self.accept()
         self.cursor = (
             after
@@ -157,6 +209,24 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         if self.pump is not None and message.get("sequence", 0) > self.cursor:
             self.wake.set()  # nudges coalesce: one read catches up on all of them
 
+    async def harbor_events(self, message: dict) -> None:
+        """Events pushed after their commit. When they follow the cursor (nothing missed)
+        and the person was re-checked lately, they are delivered from the message itself;
+        otherwise the pump reads the log, which also re-checks the person."""
+        if self.pump is None or message.get("sequence", 0) <= self.cursor:
+            return
+        due = time.monotonic() - self.checked_at > self._recheck_seconds()
+        if due or self.sending.locked() or message.get("first") != self.cursor + 1:
+            self.wake.set()
+            return
+        async with self.sending:
+            for item in message["events"]:
+                text = rendered(item, viewer=self.viewer, tenant_slug=self.tenant_slug, run_id=self.run_id)
+                if text is not None:
+                    await self.send(text_data=text)
+            self.cursor = message["sequence"]
+            self.pushed += 1
+
     async def harbor_tick(self, message: dict) -> None:
         """A quiet spell or a failing layer: read anyway (and re-check the membership)."""
         if self.pump is not None:
@@ -168,6 +238,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             if message["session"] == self.session:
                 await self.close(code=CLOSE_UNAUTHENTICATED)
         elif self.pump is not None:
+            self.checked_at = 0.0  # nothing is delivered from a push before the re-check
             self.wake.set()
 
     async def _pump(self) -> None:
@@ -182,14 +253,16 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         while True:
             await self.wake.wait()
             self.wake.clear()
-            while True:
-                close, envelopes, self.cursor = await database_sync_to_async(_read)(
-                    self.user_id, self.tenant_id, self.session_key, self.run_id, self.cursor
-                )
-                if close is not None:
-                    await self.close(code=close)
-                    return
-                for envelope in envelopes:
-                    await self.send_json(envelope)
-                if len(envelopes) < streams.BATCH:
-                    break
+            async with self.sending:
+                while True:
+                    close, envelopes, self.cursor, viewer = await database_sync_to_async(_read)(
+                        self.user_id, self.tenant_id, self.session_key, self.run_id, self.cursor
+                    )
+                    if close is not None:
+                        await self.close(code=close)
+                        return
+                    self.viewer, self.checked_at, self.pushed = viewer, time.monotonic(), 0
+                    for envelope in envelopes:
+                        await self.send_json(envelope)
+                    if len(envelopes) < streams.BATCH:
+                        break

@@ -8,7 +8,7 @@ from runs.domain.services import run_start, steering_submit
 from runs.runtime.dispatch import drain
 
 # One run of a one-gate agent: start, advance to the gate, approve, advance to the end.
-CYCLE_CEILING = 95  # 92 today on SQLite and PostgreSQL (savepoints not counted)
+CYCLE_CEILING = 65  # 63 today on SQLite and PostgreSQL (savepoints not counted)
 
 
 def cycle(people) -> None:

@@ -14,17 +14,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from approvals.domain.selectors import pauses_visible
+from approvals.domain.selectors import pause_list
+from approvals.models import Pause, PauseState
 from runs.domain.services import run_start, steering_submit
 from runs.identity.callers import Caller, caller_resolve
 from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Decision, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool
+
+from ._seed import seed_history
 
 
 class _Planner:
@@ -104,6 +108,19 @@ def _spread(values: list[float], unit: str = "") -> str:
     return f"{min(values):.1f} / {statistics.median(values):.1f} / {max(values):.1f}{unit}"
 
 
+def _ms(action: Callable[[], object], times: int) -> list[float]:
+    spent = []
+    for _ in range(times):
+        began = time.perf_counter()
+        action()
+        spent.append((time.perf_counter() - began) * 1000)
+    return sorted(spent)
+
+
+def _pct(values: list[float], q: float) -> float:
+    return values[max(0, int(len(values) * q) - 1)]
+
+
 class Command(BaseCommand):
     help = "Benchmark pause + decide cycles against LangGraph, and pause.list as history grows."
 
@@ -111,21 +128,44 @@ class Command(BaseCommand):
         parser.add_argument("--rounds", type=int, default=3)
         parser.add_argument("--cycles", type=int, default=50, help="cycles per round")
         parser.add_argument("--history", type=int, default=300, help="decided pauses to seed for the read figures")
+        parser.add_argument(
+            "--seed", type=int, default=0, help="bulk-write this many more pauses (1%% open) before the read figures"
+        )
+        parser.add_argument("--reads-only", action="store_true", help="skip the cycle figures")
 
-    def handle(self, *args: str, rounds: int, cycles: int, history: int, **options: object) -> None:
+    def handle(
+        self, *args: str, rounds: int, cycles: int, history: int, seed: int, reads_only: bool, **options: object
+    ) -> None:
         settings.HARBOR_EXECUTOR = "manual"
         database = connection.vendor
         alice = caller_resolve(tenant="acme", user="alice", session="bench")
         bob = caller_resolve(tenant="acme", user="bob", session="bench")
+        self.stdout.write(f"Harbor benchmark on {database} ({rounds} rounds of {cycles} cycles; min / median / max)")
+        if not reads_only:
+            self._cycles(alice, rounds, cycles, database)
+        self._seed(alice, history)
+        if seed:
+            began = time.perf_counter()
+            seed_history(
+                caller=alice,
+                count=seed,
+                decider=bob.user,
+                progress=lambda n: self.stderr.write(f"  seeded {n}/{seed}", ending="\r"),
+            )
+            self.stderr.write(f"\n  seeded {seed} pauses in {time.perf_counter() - began:.0f} s")
+        self._reads(alice, bob, history + seed)
+
+    def _cycles(self, alice: Caller, rounds: int, cycles: int, database: str) -> None:
         langgraph = _langgraph(database)
-        ours, theirs = [], []
+        ours: list[float] = []
+        theirs: list[float] = []
         for _ in range(rounds):  # alternate the two sides, round by round
             ours.append(_rate(lambda i: _ours_cycle(alice), cycles))
             if langgraph:
                 theirs.append(_rate(langgraph[0], cycles))
         with CaptureQueriesContext(connection) as queries:
             _ours_cycle(alice)
-        statements = len(queries)
+        statements = len([q for q in queries.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))])
 
         approve_ms = []
         for _ in range(cycles):
@@ -135,15 +175,8 @@ class Command(BaseCommand):
             steering_submit(caller=alice, run_id=run.pk, method="approve", payload={})
             approve_ms.append((time.perf_counter() - began) * 1000)
         drain()
+        approve_ms.sort()
 
-        self._seed(alice, history)
-        list_ms = []
-        for _ in range(max(20, rounds * 10)):
-            began = time.perf_counter()
-            list(pauses_visible(caller=bob).filter(state="paused").order_by("-created_at")[:50])
-            list_ms.append((time.perf_counter() - began) * 1000)
-
-        self.stdout.write(f"Harbor benchmark on {database} ({rounds} rounds of {cycles} cycles; min / median / max)")
         self.stdout.write(f"  pause + decide cycles/s, in-process   ours {_spread(ours)}")
         if langgraph:
             ratio = statistics.median(ours) / statistics.median(theirs)
@@ -155,15 +188,27 @@ class Command(BaseCommand):
             self.stdout.write(
                 "                                       LangGraph: not installed (pip install -e '.[bench]')"
             )
-        self.stdout.write(f"  SQL statements per cycle              ours {statements}")
+        self.stdout.write(f"  SQL statements per cycle (no savepoints) ours {statements}")
         self.stdout.write(
             f"  approve service call, p50 / p99 ms    ours {statistics.median(approve_ms):.1f} / "
-            f"{sorted(approve_ms)[int(len(approve_ms) * 0.99) - 1]:.1f}"
+            f"{_pct(approve_ms, 0.99):.1f}"
         )
+
+    def _reads(self, alice: Caller, bob: Caller, size: int) -> None:
+        open_count = Pause.objects.filter(tenant=bob.tenant, state=PauseState.PAUSED).count()
+        times = 30
+        approver = _ms(lambda: pause_list(caller=bob), times)
+        member = _ms(lambda: pause_list(caller=alice), times)
+        client = Client()
+        client.force_login(bob.user)
+        if client.get("/inbox/").status_code != 200:
+            raise CommandError("/inbox/ did not answer 200 for the approver")
+        inbox = _ms(lambda: client.get("/inbox/"), times)
+        label = f"{size} pauses ({open_count} open)"
         self.stdout.write(
-            f"  pause.list page for an approver, p95 ms, {history} decided pauses: "
-            f"{sorted(list_ms)[int(len(list_ms) * 0.95) - 1]:.1f}"
+            f"  pause.list page, p95 ms, {label}: approver {_pct(approver, 0.95):.1f}, member {_pct(member, 0.95):.1f}"
         )
+        self.stdout.write(f"  /inbox/ for an approver, p50 ms, {label}: {statistics.median(inbox):.1f}")
 
     def _seed(self, caller: Caller, count: int) -> None:
         """History: decided pauses, the shape that makes unbounded reads grow."""

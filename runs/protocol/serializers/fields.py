@@ -75,4 +75,6 @@ class TextField(StrictCharField):
 
 
 def id_field(help_text: str, **kwargs: Any) -> StrictCharField:
-    return StrictCharField(max_length=200, min_length=1, help_text=help_text, **kwargs)
+    """An id as sent: never trimmed, so an id of whitespace is simply unknown (404), as the
+    document's `minLength: 1` lets a client send it."""
+    return StrictCharField(max_length=200, min_length=1, trim_whitespace=False, help_text=help_text, **kwargs)

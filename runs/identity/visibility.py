@@ -1,0 +1,185 @@
+"""Who may see, steer and decide what: the one rule every read and every check uses.
+
+What follows from a role is decided from the caller's membership, as indexed filters on
+the tenant, the owner and the cause, so a read costs what it returns, never the tenant's
+history. Object permissions (django-guardian rows) are consulted only for what was
+delegated explicitly to one person (`pause_delegate`): a handful of rows per person.
+
+- runs: the owner; approvers, operators and admins of the tenant; a tenant-wide admin
+  scope; a person given `view_run` on that run.
+- steering as if owner: operators and admins; a person given `steer_run`.
+- pauses: the pausing user; approvers, operators and admins; a person given `view_pause`.
+- deciding: the pausing (user, session); the roles `DECIDERS_BY_CAUSE` names for the
+  pause's cause; a person given `decide_pause` on that pause.
+"""
+
+from dataclasses import dataclass
+
+from django.contrib.contenttypes.models import ContentType
+from django.db.models import Model, Q, QuerySet
+from guardian.models import UserObjectPermission
+
+from approvals.models import Pause
+from runs.identity.callers import Caller
+from runs.models import Role, Run
+
+# Roles that see every run and every pause of their tenant.
+VIEWERS = frozenset({Role.APPROVER, Role.OPERATOR, Role.ADMIN})
+# Roles that steer any run of their tenant as if they owned it.
+STEERERS = frozenset({Role.OPERATOR, Role.ADMIN})
+# Roles that may decide a pause of each cause, besides the pausing (user, session).
+DECIDERS_BY_CAUSE: dict[str, frozenset[str]] = {
+    "hitl_approval": frozenset({Role.APPROVER, Role.ADMIN}),
+    "operator": frozenset({Role.OPERATOR, Role.ADMIN}),
+    "tool_oauth": frozenset({Role.ADMIN}),
+    "a2a": frozenset({Role.ADMIN}),
+}
+
+
+def _delegated(caller: Caller, codename: str, model: type[Model]) -> QuerySet:
+    """Primary keys of the objects explicitly delegated to this person (one indexed lookup)."""
+    return UserObjectPermission.objects.filter(
+        user=caller.user, permission__codename=codename, content_type=ContentType.objects.get_for_model(model)
+    ).values("object_pk")
+
+
+def _is_delegated(caller: Caller, codename: str, obj: Model) -> bool:
+    return _delegated(caller, codename, type(obj)).filter(object_pk=str(obj.pk)).exists()
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+def sees_all_runs(caller: Caller, *, tenant_wide: bool | None = None) -> bool:
+    """Whether the caller sees every run of its tenant. `tenant_wide=False` leaves out what
+    only the admin scope of a token grants (the event stream's default view)."""
+    return caller.role in VIEWERS or (caller.is_admin and tenant_wide is not False)
+
+
+def runs_filter(caller: Caller, *, tenant_wide: bool | None = None) -> Q:
+    """The runs of the caller's tenant it may see."""
+    tenant = Q(tenant_id=caller.tenant.pk)
+    if sees_all_runs(caller, tenant_wide=tenant_wide):
+        return tenant
+    return tenant & (Q(owner_id=caller.user.pk) | Q(pk__in=_delegated(caller, "view_run", Run)))
+
+
+def may_view_run(caller: Caller, run: Run) -> bool:
+    if run.tenant_id != caller.tenant.pk:
+        return False
+    return (
+        caller.is_admin
+        or caller.role in VIEWERS
+        or run.owner_id == caller.user.pk
+        or _is_delegated(caller, "view_run", run)
+    )
+
+
+def may_steer_as_owner(caller: Caller, run: Run) -> bool:
+    """An operator (or a person given `steer_run`) steers as if it owned the run."""
+    return run.tenant_id == caller.tenant.pk and (caller.role in STEERERS or _is_delegated(caller, "steer_run", run))
+
+
+# --- pauses -----------------------------------------------------------------------------------
+
+
+def pauses_filter(caller: Caller) -> Q:
+    """The pauses of the caller's tenant it may see, in any state."""
+    tenant = Q(tenant_id=caller.tenant.pk)
+    if caller.is_admin or caller.role in VIEWERS:
+        return tenant
+    return tenant & (Q(identity_user=caller.user.username) | Q(pk__in=_delegated(caller, "view_pause", Pause)))
+
+
+def may_view_pause(caller: Caller, pause: Pause) -> bool:
+    if pause.tenant_id != caller.tenant.pk:
+        return False
+    return (
+        caller.is_admin
+        or caller.role in VIEWERS
+        or pause.identity_user == caller.user.username
+        or _is_delegated(caller, "view_pause", pause)
+    )
+
+
+def _decidable_causes(caller: Caller) -> list[str]:
+    return [cause for cause, roles in DECIDERS_BY_CAUSE.items() if caller.role in roles]
+
+
+def pauses_decide_filter(caller: Caller) -> Q:
+    """The pauses of the caller's tenant it may decide (open or not: the caller filters)."""
+    rule = Q(identity_user=caller.user.username, identity_session=caller.session)
+    causes = _decidable_causes(caller)
+    if causes:
+        rule |= Q(cause__in=causes)
+    rule |= Q(pk__in=_delegated(caller, "decide_pause", Pause))
+    return Q(tenant_id=caller.tenant.pk) & rule
+
+
+def owns_pause(caller: Caller, pause: Pause) -> bool:
+    return pause.identity_user == caller.user.username and pause.identity_session == caller.session
+
+
+def may_decide_pause(caller: Caller, pause: Pause) -> bool:
+    if pause.tenant_id != caller.tenant.pk:
+        return False
+    return (
+        owns_pause(caller, pause)
+        or caller.role in DECIDERS_BY_CAUSE.get(pause.cause, frozenset())
+        or _is_delegated(caller, "decide_pause", pause)
+    )
+
+
+def decidable_among(caller: Caller, pauses: list[Pause]) -> set[str]:
+    """Which of these pauses the caller may decide: one query at most (the delegations)."""
+    allowed = {
+        p.pk
+        for p in pauses
+        if p.tenant_id == caller.tenant.pk
+        and (owns_pause(caller, p) or caller.role in DECIDERS_BY_CAUSE.get(p.cause, frozenset()))
+    }
+    rest = [str(p.pk) for p in pauses if p.pk not in allowed and p.tenant_id == caller.tenant.pk]
+    if rest:
+        allowed |= set(
+            _delegated(caller, "decide_pause", Pause).filter(object_pk__in=rest).values_list("object_pk", flat=True)
+        )
+    return allowed
+
+
+# --- live streams -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The rule's inputs for one live stream, taken when it opens and at each re-check, so
+    an event pushed with its run's owner and its pause's identity (runs.domain.events) is
+    delivered, or not, without reading the database. The same rule as the queries above."""
+
+    user_id: int
+    username: str
+    session: str
+    role: str | None
+    runs: frozenset[str] = frozenset()  # runs delegated to this person (`view_run`)
+    decides: frozenset[str] = frozenset()  # pauses delegated to this person (`decide_pause`)
+
+    def sees_run(self, *, owner_id: int, run_id: str) -> bool:
+        return self.role in VIEWERS or owner_id == self.user_id or run_id in self.runs
+
+    def may_decide(self, *, pause_id: str, user: str, session: str, cause: str) -> bool:
+        return (
+            (user == self.username and session == self.session)
+            or self.role in DECIDERS_BY_CAUSE.get(cause, frozenset())
+            or pause_id in self.decides
+        )
+
+
+def viewer_of(caller: Caller) -> Viewer:
+    """A live stream's Viewer (pages: no token scopes, so no tenant-wide widening)."""
+    return Viewer(
+        user_id=caller.user.pk,
+        username=caller.user.username,
+        session=caller.session,
+        role=caller.role,
+        runs=frozenset(_delegated(caller, "view_run", Run).values_list("object_pk", flat=True)),
+        decides=frozenset(_delegated(caller, "decide_pause", Pause).values_list("object_pk", flat=True)),
+    )
