@@ -162,6 +162,19 @@ class MessageReceived(TypedDict):
     Message: str
 
 
+class Envelope(TypedDict):
+    """The one envelope of every event on SSE and websockets (PROTOCOL §5)."""
+
+    type: str
+    sequence: int
+    occurred_at: str
+    tenant: str
+    user: str
+    session: str
+    run: str
+    payload: dict[str, Any]  # an EventPayload with its token fields filled in (or None)
+
+
 CompanionPayload = ToolApprovalRequested | ToolAuthRequired | ToolPauseCompanion
 
 EventPayload = (

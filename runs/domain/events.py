@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from runs.domain.event_types import EventPayload
+from runs.domain.event_types import Envelope, EventPayload
 from runs.models import Event, Run, Tenant
 
 if TYPE_CHECKING:  # approvals.models imports runs.models; the annotation needs no import at runtime
@@ -194,7 +194,7 @@ def _next_sequence(conn: BaseDatabaseWrapper, tenant_id: int, count: int) -> int
         return cursor.fetchone()[0]
 
 
-def envelope(event: Event, *, tenant_slug: str | None = None, with_tokens: bool = True) -> dict:
+def envelope(event: Event, *, tenant_slug: str | None = None, with_tokens: bool = True) -> Envelope:
     payload = dict(event.payload)
     pause_id = payload.pop("_pause", None)
     token_keys = payload.pop("_token_keys", [])

@@ -15,6 +15,7 @@ from django.conf import settings
 
 from approvals.domain.selectors import token_visibility
 from runs.domain import events, selectors
+from runs.domain.event_types import Envelope
 from runs.identity.callers import Caller
 
 log = logging.getLogger("harbor.streams")
@@ -29,7 +30,7 @@ def read_after(
     run_id: str | None = None,
     types: frozenset[str] | None = None,
     tenant_wide: bool = False,
-) -> tuple[list[dict], int]:
+) -> tuple[list[Envelope], int]:
     """The envelopes of the next visible events after `cursor`, and the new cursor. When the
     batch is not full, every event up to the head read first has been seen, so the cursor
     moves past invisible ones too. Tokens are re-checked here, at send time."""

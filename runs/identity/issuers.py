@@ -99,14 +99,14 @@ def _load_public_pems(text: str) -> list[PublicKeyTypes]:
     return keys
 
 
-def configured_public_keys(value: str) -> list:
+def configured_public_keys(value: str) -> list[PublicKeyTypes]:
     """Parse `HARBOR_JWT_PUBLIC_KEYS`: PEM text, or comma-separated paths to PEM files."""
     value = (value or "").strip()
     if not value:
         return []
     if "-----BEGIN" in value:
         return _load_public_pems(value)
-    keys = []
+    keys: list[PublicKeyTypes] = []
     for path in (p.strip() for p in value.split(",")):
         if path:
             keys.extend(_load_public_pems(Path(path).read_text()))

@@ -30,6 +30,7 @@ from django.contrib.sessions.backends.base import SessionBase
 
 from approvals.domain.tokens import token_unseal
 from runs.domain import events, selectors, streams
+from runs.domain.event_types import Envelope
 from runs.domain.streams import Tail
 from runs.identity.callers import Caller
 from runs.identity.sessions import web_session_for_key
@@ -78,7 +79,7 @@ def _signed_in(session_key: str, user_id: int) -> bool:
 
 def _read(
     user_id: int, tenant_id: int, session_key: str, run_id: str | None, cursor: int
-) -> tuple[int | None, list[dict], int, Viewer | None]:
+) -> tuple[int | None, list[Envelope], int, Viewer | None]:
     """A close code once the person may no longer listen, else the next envelopes after
     the cursor, the new cursor, and the person's Viewer as of now (role, delegations)."""
     if not _signed_in(session_key, user_id):
