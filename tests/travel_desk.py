@@ -22,8 +22,13 @@ class Desk:
 def start_desk(*flags: str) -> Desk:
     port = free_port()
     env = {**os.environ, "HARBOR_TRAVEL_DESK_SLOW_SECONDS": "2", "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([PYTHON, "-m", "approvals.a2a.travel_desk", "--port", str(port), *flags], cwd=ROOT,
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [PYTHON, "-m", "approvals.a2a.travel_desk", "--port", str(port), *flags],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from approvals.models import Cause, Reason
-from runs import events
+from runs.domain import events
 from runs.models import Run
 from runs.runtime.tools import Interrupted, ToolContext, ToolPause
 
@@ -92,7 +92,8 @@ def _deliver(agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext) -> R
     if state["waiting"] and resolution.get("decision") == "resume":
         message_id = stable_id(ctx.idempotency_key, "answer", str(resolution.get("pause")))
         current = wait(wire.get(agent, state["task_id"]))
-        if message_id in current.message_ids:  # this answer already went: follow, do not repeat
+        if message_id in current.message_ids or current.state in wire.TERMINAL:
+            # The answer already went (follow, do not repeat), or the task ended meanwhile.
             return current if current.settled else wait(wire.follow(agent, current.task_id))
         ctx.fence()
         return wait(

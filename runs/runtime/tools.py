@@ -22,6 +22,12 @@ class Tool:
     editable_args: bool = False
     deadline: timedelta | None = None
     gate_reason: str = ""
+    # What the call's events name beside Tool and Step (a remote agent's task, say):
+    # merged into tool.invoked, tool.completed and tool.failed.
+    facts: Callable[[dict, "ToolContext"], dict] | None = None
+
+    def describe(self, args: dict, ctx: "ToolContext") -> dict:
+        return self.facts(args, ctx) if self.facts else {}
 
     def needs_approval(self, args: dict) -> bool:
         if self.approval == "never":

@@ -5,8 +5,9 @@ from approvals.a2a import bridge, wire
 from approvals.a2a.directory import RemoteAgent as Address
 from approvals.a2a.models import RemoteAgent
 from approvals.models import Pause
+from runs.domain.events import envelope
 from runs.models import Event, Run
-from runs.services import run_start, steering_submit
+from runs.domain.services import run_start, steering_submit
 
 
 def configure(people, url: str, name: str = "travel-desk") -> None:
@@ -22,7 +23,8 @@ def steer(people, run: Run, method: str, payload: dict | None = None, who: str =
 
 
 def payloads(run: Run, type_: str) -> list[dict]:
-    return list(Event.objects.filter(run=run, type=type_).order_by("sequence").values_list("payload", flat=True))
+    """The payloads as the wire carries them (tokens filled in from the sealed copy)."""
+    return [envelope(event)["payload"] for event in Event.objects.filter(run=run, type=type_).order_by("sequence")]
 
 
 def open_pause(run: Run) -> Pause:

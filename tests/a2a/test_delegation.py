@@ -6,7 +6,7 @@ import time
 import pytest
 
 from approvals.models import Cause, Decision, Pause, Reason
-from runs.errors import PayloadInvalid
+from runs.domain.errors import PayloadInvalid
 from runs.models import Run, RunStatus, ToolCall
 from runs.runtime.dispatch import drain
 from tests.a2a.helpers import configure, open_pause, payloads, remote, start, steer
@@ -31,7 +31,10 @@ def test_a_question_is_answered_and_the_same_remote_task_completes(people_tx, de
     task_id, context_id = asked[0]["RemoteTaskID"], asked[0]["ContextID"]
     assert (pause.payload["RemoteTaskID"], pause.tool_context["a2a"]["task_id"]) == (task_id, task_id)
     assert payloads(run, "pause.requested")[0]["Cause"] == "a2a"
-    assert payloads(run, "notification.pause_requested")[0]["Summary"] == "travel-desk asks: Which date do you want to fly?"
+    assert (
+        payloads(run, "notification.pause_requested")[0]["Summary"]
+        == "travel-desk asks: Which date do you want to fly?"
+    )
     assert remote(url, task_id).state == "input-required"
 
     steer(people_tx, run, "resume", {"input": "March 3"})
@@ -41,7 +44,11 @@ def test_a_question_is_answered_and_the_same_remote_task_completes(people_tx, de
     assert run.status == RunStatus.COMPLETE
     assert run.answer.startswith("Booked a flight to Lisbon on March 3.")
     completed = payloads(run, "tool.completed")[-1]
-    assert (completed["RemoteTaskID"], completed["ContextID"], completed["Agent"]) == (task_id, context_id, "travel-desk")
+    assert (completed["RemoteTaskID"], completed["ContextID"], completed["Agent"]) == (
+        task_id,
+        context_id,
+        "travel-desk",
+    )
     assert completed["Result"]["Artifact"] == run.answer
     invoked = payloads(run, "tool.invoked")
     assert [i["ContextID"] for i in invoked] == [context_id, context_id]
@@ -78,7 +85,9 @@ def test_auth_required_parks_on_external_event_and_a_resume_with_the_credential_
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE and "Oslo on May 1" in run.answer
     assert remote(travel_desk.url, task_id).state == "completed"
-    assert {p["RemoteTaskID"] for p in payloads(run, "a2a.auth_required") + payloads(run, "a2a.input_required")} == {task_id}
+    assert {p["RemoteTaskID"] for p in payloads(run, "a2a.auth_required") + payloads(run, "a2a.input_required")} == {
+        task_id
+    }
 
 
 @pytest.mark.parametrize(
@@ -88,8 +97,9 @@ def test_auth_required_parks_on_external_event_and_a_resume_with_the_credential_
         ("Book a flight to Mars, it will be rejected", "rejected", "does not book that trip"),
     ],
 )
-def test_a_remote_failure_or_rejection_fails_the_tool_with_the_remote_message(people_tx, travel_desk, query,
-                                                                             remote_state, words):
+def test_a_remote_failure_or_rejection_fails_the_tool_with_the_remote_message(
+    people_tx, travel_desk, query, remote_state, words
+):
     configure(people_tx, travel_desk.url)
     run = start(people_tx, query)
     drain()
@@ -225,7 +235,7 @@ def test_a_pause_outliving_its_deadline_times_out_and_cancels_the_remote_task(pe
 
     from django.utils import timezone
 
-    from approvals.services import pause_sweep_overdue
+    from approvals.domain.services import pause_sweep_overdue
 
     monkeypatch.setenv("HARBOR_A2A_PAUSE_SECONDS", "60")
     configure(people_tx, travel_desk.url)

@@ -30,4 +30,6 @@ class Command(BaseCommand):
             agent.set_auth_header(options["auth_header"])
         agent.full_clean(validate_unique=False)
         agent.save()
-        self.stdout.write(f"{'Created' if created else 'Updated'} remote agent {agent.name} for {tenant.slug}: {agent.card_url}")
+        self.stdout.write(
+            f"{'Created' if created else 'Updated'} remote agent {agent.name} for {tenant.slug}: {agent.card_url}"
+        )
