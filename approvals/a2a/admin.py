@@ -10,6 +10,9 @@ from .models import RemoteAgent
 
 
 class RemoteAgentForm(forms.ModelForm):
+    card_url = forms.URLField(
+        max_length=500, assume_scheme="https", help_text=RemoteAgent._meta.get_field("card_url").help_text
+    )
     auth_header = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False),
