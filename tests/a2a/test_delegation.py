@@ -174,7 +174,9 @@ def test_a_remote_agent_answering_garbage_fails_the_tool_after_bounded_retries(p
     assert hits == ["/.well-known/agent-card.json"] * 3
 
 
-@pytest.mark.parametrize("answer", ["", "   ", "x" * 2001, {"date": "March 3"}])
+@pytest.mark.parametrize(
+    "answer", ["", "   ", "x" * 2001, {"date": "March 3"}], ids=["empty", "blank", "too-long", "object"]
+)
 def test_an_empty_or_too_large_answer_is_refused_and_changes_nothing(people_tx, travel_desk, answer):
     configure(people_tx, travel_desk.url)
     run = start(people_tx, "Book a flight to Cairo")
