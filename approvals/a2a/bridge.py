@@ -33,10 +33,12 @@ def call(
     """Run `coroutine` on the shared loop and wait for it; `interrupted()` is asked between
     waits, and a True answer cancels the coroutine and raises Interrupted."""
     future = asyncio.run_coroutine_threadsafe(coroutine, _running_loop())
-    while True:
-        try:
-            return future.result(timeout=poll_seconds)
-        except FutureTimeout:
-            if interrupted():
-                future.cancel()
-                raise Interrupted() from None
+    try:
+        while True:
+            try:
+                return future.result(timeout=poll_seconds)
+            except FutureTimeout:
+                if interrupted():
+                    raise Interrupted() from None
+    finally:
+        future.cancel()  # a no-op once done; otherwise (interrupted, a lost lease) stop the call

@@ -8,12 +8,13 @@ what an earlier attempt may already have sent (the task in that context; the ans
 task's history) and follows it instead."""
 
 import os
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
 from approvals.models import Cause, Reason
 from runs.domain import events
-from runs.models import Run
+from runs.models import Instruction, Run, SteeringInstruction, SteeringState
 from runs.runtime.tools import Interrupted, ToolContext, ToolPause
 
 from . import bridge, wire
@@ -73,7 +74,8 @@ def _run(agent: RemoteAgent, state: dict, ctx: ToolContext, operation: Callable[
 
 def _deliver(agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext) -> RemoteTask:
     """One idempotent delivery: send what this call has not sent yet, else follow the task."""
-    wait = lambda coroutine: bridge.call(coroutine, interrupted=ctx.interrupted)  # noqa: E731
+    stop = _stop_probe(ctx)
+    wait = lambda coroutine: bridge.call(coroutine, interrupted=stop)  # noqa: E731
     if not state["task_id"]:
         earlier = wait(wire.find_in_context(agent, state["context_id"]))
         if earlier is not None:  # an attempt that died after sending: never send twice
@@ -106,6 +108,24 @@ def _deliver(agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext) -> R
             )
         )
     return wait(wire.follow(agent, state["task_id"]))
+
+
+def _stop_probe(ctx: ToolContext) -> Callable[[], bool]:
+    """Stop waiting at a hard cancel, and at a plain one too: a remote call may take long,
+    and a cancelled run must not wait for it (the next boundary applies the cancel)."""
+    last = {"at": 0.0, "value": False}
+
+    def stop() -> bool:
+        if ctx.interrupted():
+            return True
+        if time.monotonic() - last["at"] >= 0.25:
+            last["at"] = time.monotonic()
+            last["value"] = SteeringInstruction.objects.filter(
+                run_id=ctx.run_id, state=SteeringState.PENDING, instruction=Instruction.CANCEL
+            ).exists()
+        return last["value"]
+
+    return stop
 
 
 def _outcome(agent: RemoteAgent, state: dict, task: RemoteTask) -> dict:

@@ -12,6 +12,16 @@ from runs.runtime.dispatch import drain
 from tests.a2a.helpers import configure, open_pause, payloads, remote, start, steer
 
 
+def drain_in_thread() -> None:
+    """Another worker: drains, then closes its own database connection."""
+    from django.db import connection
+
+    try:
+        drain()
+    finally:
+        connection.close()
+
+
 def ledger(run: Run) -> list[tuple[int, int, str]]:
     return list(ToolCall.objects.filter(run=run).order_by("step", "attempt").values_list("step", "attempt", "outcome"))
 
@@ -215,7 +225,7 @@ def test_a_hard_cancel_during_a_slow_remote_call_cancels_the_remote_task(people_
 
     configure(people_tx, travel_desk.url)
     run = start(people_tx, "Book a flight to Baku, the desk is slow")
-    worker = threading.Thread(target=drain)
+    worker = threading.Thread(target=drain_in_thread)
     worker.start()
     desk = RemoteAgent(name="check", card_url=travel_desk.url)
     deadline, found = time.monotonic() + 10, None
@@ -249,3 +259,37 @@ def test_a_pause_outliving_its_deadline_times_out_and_cancels_the_remote_task(pe
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED and Pause.objects.get(pk=pause.pk).decision == Decision.TIMEOUT
     assert wait_for_remote(travel_desk.url, pause.payload["RemoteTaskID"], "canceled") == "canceled"
+
+
+def test_a_plain_cancel_during_a_slow_remote_call_stops_waiting_and_cancels_the_remote_task(people_tx, travel_desk):
+    import threading
+
+    configure(people_tx, travel_desk.url)
+    run = start(people_tx, "Book a flight to Minsk, the desk is slow")
+    worker = threading.Thread(target=drain_in_thread)
+    worker.start()
+    found = remote_task_of(run, travel_desk.url)
+    assert found is not None and found.state == "working"
+    began = time.monotonic()
+    steer(people_tx, run, "cancel", {})
+    worker.join(timeout=20)
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED and time.monotonic() - began < 1.9  # the desk takes 2 s
+    assert wait_for_remote(travel_desk.url, found.task_id, "canceled") == "canceled"
+    assert not Pause.objects.filter(run=run).exists()
+
+
+def remote_task_of(run: Run, url: str, seconds: float = 10):
+    """The remote task a run's call started, found by its context like a retry would."""
+    from approvals.a2a import bridge, wire
+    from approvals.a2a.directory import RemoteAgent
+
+    desk = RemoteAgent(name="check", card_url=url)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        key = ToolCall.objects.filter(run=run).values_list("idempotency_key", flat=True).first()
+        found = bridge.call(wire.find_in_context(desk, wire.stable_id(key))) if key else None
+        if found is not None:
+            return found
+        time.sleep(0.05)
+    return None
