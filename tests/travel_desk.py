@@ -21,7 +21,7 @@ class Desk:
 
 def start_desk(*flags: str) -> Desk:
     port = free_port()
-    env = {**os.environ, "HARBOR_TRAVEL_DESK_SLOW_SECONDS": "2", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "HARBOR_TRAVEL_DESK_SLOW_SECONDS": "4", "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [PYTHON, "-m", "approvals.a2a.travel_desk", "--port", str(port), *flags],
         cwd=ROOT,

@@ -220,19 +220,11 @@ def test_cancelling_a_parked_run_cancels_the_remote_task(people_tx, travel_desk)
 def test_a_hard_cancel_during_a_slow_remote_call_cancels_the_remote_task(people_tx, travel_desk):
     import threading
 
-    from approvals.a2a import bridge, wire
-    from approvals.a2a.directory import RemoteAgent
-
     configure(people_tx, travel_desk.url)
     run = start(people_tx, "Book a flight to Baku, the desk is slow")
     worker = threading.Thread(target=drain_in_thread)
     worker.start()
-    desk = RemoteAgent(name="check", card_url=travel_desk.url)
-    deadline, found = time.monotonic() + 10, None
-    while found is None and time.monotonic() < deadline:
-        context = ToolCall.objects.filter(run=run).values_list("idempotency_key", flat=True).first()
-        found = bridge.call(wire.find_in_context(desk, wire.stable_id(context))) if context else None
-        time.sleep(0.05)
+    found = remote_task_of(run, travel_desk.url)
     assert found is not None and found.state == "working"
     steer(people_tx, run, "cancel", {"hard": True})
     worker.join(timeout=20)
@@ -274,7 +266,7 @@ def test_a_plain_cancel_during_a_slow_remote_call_stops_waiting_and_cancels_the_
     steer(people_tx, run, "cancel", {})
     worker.join(timeout=20)
     run.refresh_from_db()
-    assert run.status == RunStatus.CANCELLED and time.monotonic() - began < 1.9  # the desk takes 2 s
+    assert run.status == RunStatus.CANCELLED and time.monotonic() - began < 3.5  # the desk takes 4 s
     assert wait_for_remote(travel_desk.url, found.task_id, "canceled") == "canceled"
     assert not Pause.objects.filter(run=run).exists()
 
