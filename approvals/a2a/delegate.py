@@ -14,6 +14,7 @@ from datetime import timedelta
 
 from approvals.models import Cause, Reason
 from runs.domain import events
+from runs.domain.event_types import ToolFacts
 from runs.models import Instruction, Run, SteeringInstruction, SteeringState
 from runs.runtime.tools import Interrupted, ToolContext, ToolPause
 
@@ -40,12 +41,12 @@ def delegate(args: dict, ctx: ToolContext) -> dict:
     return _outcome(agent, state, task)
 
 
-def facts(args: dict, ctx: ToolContext) -> dict:
+def facts(args: dict, ctx: ToolContext) -> ToolFacts:
     """What every event about this call names: the remote agent, task and context."""
     state = ctx.state.get(STATE_KEY) or {}
     if state.get("call") != ctx.idempotency_key:
-        return {"Agent": args.get("agent", ""), "RemoteTaskID": "", "ContextID": stable_id(ctx.idempotency_key)}
-    return {"Agent": state["agent"], "RemoteTaskID": state.get("task_id", ""), "ContextID": state["context_id"]}
+        return ToolFacts(Agent=args.get("agent", ""), RemoteTaskID="", ContextID=stable_id(ctx.idempotency_key))
+    return ToolFacts(Agent=state["agent"], RemoteTaskID=state.get("task_id", ""), ContextID=state["context_id"])
 
 
 def _call_state(ctx: ToolContext, agent: RemoteAgent) -> dict:
@@ -113,17 +114,18 @@ def _deliver(agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext) -> R
 def _stop_probe(ctx: ToolContext) -> Callable[[], bool]:
     """Stop waiting at a hard cancel, and at a plain one too: a remote call may take long,
     and a cancelled run must not wait for it (the next boundary applies the cancel)."""
-    last = {"at": 0.0, "value": False}
+    checked_at, cancel_pending = 0.0, False
 
     def stop() -> bool:
+        nonlocal checked_at, cancel_pending
         if ctx.interrupted():
             return True
-        if time.monotonic() - last["at"] >= 0.25:
-            last["at"] = time.monotonic()
-            last["value"] = SteeringInstruction.objects.filter(
+        if time.monotonic() - checked_at >= 0.25:
+            checked_at = time.monotonic()
+            cancel_pending = SteeringInstruction.objects.filter(
                 run_id=ctx.run_id, state=SteeringState.PENDING, instruction=Instruction.CANCEL
             ).exists()
-        return last["value"]
+        return cancel_pending
 
     return stop
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from approvals.domain import refusals
-from approvals.domain.tokens import token_digest, token_mint, token_seal
 from approvals.a2a.answers import a2a_input
 from approvals.a2a.cancel import cancel_remote_on_commit
+from approvals.domain import refusals
+from approvals.domain.tokens import token_digest, token_mint, token_seal
 from approvals.models import Cause, Decision, Pause, PauseState
 from runs.domain import events
 from runs.domain.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch

@@ -230,7 +230,10 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision: Decision | None) -> _
             run=run,
             type=events.TOOL_INVOKED,
             payload=ToolInvoked(
-                Tool=tool.name, Step=step, Args=pending["args"], Attempt=attempt.attempt,
+                Tool=tool.name,
+                Step=step,
+                Args=pending["args"],
+                Attempt=attempt.attempt,
                 **tool.describe(pending["args"], ctx),
             ),
         )
@@ -285,7 +288,9 @@ def _execute(lease: Lease, call: _Call) -> bool:
             events.emit(
                 run=run,
                 type=events.TOOL_FAILED,
-                payload=ToolFailed(Tool=call.tool.name, Step=call.step, Error=message, **call.tool.describe(call.args, ctx)),
+                payload=ToolFailed(
+                    Tool=call.tool.name, Step=call.step, Error=message, **call.tool.describe(call.args, ctx)
+                ),
             )
             run_fail(run, FailureCode.RUNTIME_ERROR, message)
 
@@ -331,7 +336,10 @@ def _checkpoint(run: Run, call: _Call, result: object) -> bool:
         run=run,
         type=events.TOOL_COMPLETED,
         payload=ToolCompleted(
-            Tool=call.tool.name, Step=call.step, Result=result, Attempt=call.attempt.attempt,
+            Tool=call.tool.name,
+            Step=call.step,
+            Result=result,
+            Attempt=call.attempt.attempt,
             **call.tool.describe(call.args, call.ctx),
         ),
     )

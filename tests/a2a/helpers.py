@@ -6,8 +6,8 @@ from approvals.a2a.directory import RemoteAgent as Address
 from approvals.a2a.models import RemoteAgent
 from approvals.models import Pause
 from runs.domain.events import envelope
-from runs.models import Event, Run
 from runs.domain.services import run_start, steering_submit
+from runs.models import Event, Run
 
 
 def configure(people, url: str, name: str = "travel-desk") -> None:

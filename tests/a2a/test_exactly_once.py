@@ -49,7 +49,9 @@ def test_an_attempt_that_died_after_sending_is_followed_not_sent_again(people_tx
     assert retry.value.payload["RemoteTaskID"] == task_id
     desk = RemoteAgent(name="check", card_url=travel_desk.url)
     in_context = bridge.call(wire.find_in_context(desk, first.value.payload["ContextID"]))
-    assert in_context.task_id == task_id and len(in_context.message_ids) == 2  # one request, one question
+    assert (
+        in_context is not None and in_context.task_id == task_id and len(in_context.message_ids) == 2
+    )  # one request, one question
 
     # The answer, too, goes once: a retry of the resumed attempt finds it in the task's history.
     saved = {

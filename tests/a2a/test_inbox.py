@@ -9,6 +9,12 @@ from runs.runtime.dispatch import drain
 from tests.a2a.helpers import configure, open_pause, remote, start
 
 
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert found, "the page has a form with a CSRF token"
+    return found.group(1)
+
+
 def inbox(client, name: str) -> str:
     client.login(username=name, password=f"{name}-password")
     return client.get("/inbox/").content.decode()
@@ -26,7 +32,7 @@ def test_the_inbox_asks_for_a_credential_then_the_question_and_the_answers_reach
     assert "travel-desk" in page and "Sign in to the travel desk" in page
     assert "desk-code-42" not in page
 
-    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    csrf = csrf_of(page)
     response = client.post(
         f"/inbox/pauses/{pause.pk}/decide/", {"csrfmiddlewaretoken": csrf, "method": "resume", "input": "desk-code-42"}
     )
@@ -38,7 +44,7 @@ def test_the_inbox_asks_for_a_credential_then_the_question_and_the_answers_reach
     assert question.reason == Reason.AWAIT_INPUT
     page = inbox(client, "ada")
     assert "Which date do you want to fly?" in page and "Your answer" in page
-    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    csrf = csrf_of(page)
     client.post(f"/inbox/pauses/{question.pk}/decide/", {"csrfmiddlewaretoken": csrf, "method": "resume", "input": ""})
     assert open_pause(run).pk == question.pk  # an empty answer changes nothing
     client.post(

@@ -23,7 +23,9 @@ def test_alice_answers_the_travel_desk_from_the_inbox(browser, live_harbor, trav
     alice.get_by_label("Query").fill("Book a flight to Lisbon")
     alice.get_by_role("button", name="Start").click()
     alice.wait_for_url(re.compile(r"/console/runs/(\w+)/"))
-    run_id = re.search(r"/console/runs/(\w+)/", alice.url).group(1)
+    started = re.search(r"/console/runs/(\w+)/", alice.url)
+    assert started
+    run_id = started.group(1)
 
     alice.goto("/inbox/")
     card = alice.locator(f"article[data-run='{run_id}']")
@@ -44,8 +46,9 @@ def test_alice_answers_the_travel_desk_from_the_inbox(browser, live_harbor, trav
 
     # The remote agent itself holds one task, completed, with Alice's answer in its history.
     desk = RemoteAgent(name="check", card_url=travel_desk.url)
-    reference = re.search(r"Reference (TD-\w+)", answer.inner_text()).group(1)
-    assert reference
+    booked = re.search(r"Reference (TD-\w+)", answer.inner_text())
+    assert booked
+    reference = booked.group(1)
     tasks = live_harbor.manage(
         "shell",
         "-c",

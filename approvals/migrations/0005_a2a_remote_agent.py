@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0002_decisionrefusal_address_index'),
+        ('approvals', '0004_role_permission_rows_gone'),
         ('runs', '0002_tool_call_ledger'),
     ]
 
