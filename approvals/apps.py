@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class ApprovalsConfig(AppConfig):
     name = "approvals"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from .a2a import trip  # noqa: F401  (registers the trip agent, which delegates over A2A)

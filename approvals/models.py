@@ -112,3 +112,6 @@ class DecisionRefusal(AppendOnlyModel):
             # The refusal throttle's per-address ceiling (runs.protocol.throttle.DecisionRefusalThrottle).
             models.Index(fields=["address", "created_at"], name="approvals_refusal_addr_idx"),
         ]
+
+
+from approvals.a2a.models import RemoteAgent  # noqa: E402,F401  (remote A2A agents: a model of this app)

@@ -8,6 +8,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from approvals.a2a.answers import a2a_input
+from approvals.a2a.cancel import cancel_remote_on_commit
 from approvals.domain import refusals
 from approvals.domain.tokens import token_digest, token_mint, token_seal
 from approvals.models import Cause, Decision, Pause, PauseState
@@ -128,6 +130,8 @@ def pause_decide(
     if decision != Decision.APPROVE and args is not None:
         raise PayloadInvalid("args may only accompany approve")
 
+    if pause.cause == Cause.A2A:
+        input = a2a_input(pause.reason, input)  # the answer the remote agent gets: bounded, never empty
     _settle(pause, decision, actor=caller, reason=reason or "", decision_input=input)
     events.emit(
         run=run,
@@ -174,6 +178,8 @@ def pause_decide(
 def pause_close(*, run: Run, pause: Pause, decision: str, reason: str = "") -> None:
     """Resolve an open pause without a human decision (timeout, cancel). Run lock held."""
     _settle(pause, decision, actor=None, reason=reason, decision_input=None)
+    if pause.cause == Cause.A2A:
+        cancel_remote_on_commit(pause.tenant_id, pause.tool_context)  # the remote task ends with ours
     events.emit(
         run=run,
         type=events.PAUSE_RESUMED,

@@ -6,7 +6,7 @@ Token fields (`Token`, `PauseToken`) are never stored: `emit` keeps only their n
 envelope fills the pause's token in. Where the pause is not minted yet (a companion built
 by the runtime) or already decided, they carry `events.SEALED`."""
 
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 # --- Tasks -----------------------------------------------------------------------------------
 
@@ -59,11 +59,23 @@ class PlannerDecision(TypedDict):
     Decision: dict[str, str]  # planner.describe: Kind, and Tool or Cause
 
 
+class ToolFacts(TypedDict, total=False):
+    """What a tool's events name beside Tool and Step (`Tool.facts`): a delegated call's
+    remote agent, remote task and context (approvals/a2a)."""
+
+    Agent: str
+    RemoteTaskID: str
+    ContextID: str
+
+
 class ToolInvoked(TypedDict):
     Tool: str
     Step: int
     Args: dict[str, Any]  # the tool's own JSON arguments
     Attempt: int
+    Agent: NotRequired[str]
+    RemoteTaskID: NotRequired[str]
+    ContextID: NotRequired[str]
 
 
 class ToolCompleted(TypedDict):
@@ -71,12 +83,18 @@ class ToolCompleted(TypedDict):
     Step: int
     Result: object  # the tool's own JSON result
     Attempt: int
+    Agent: NotRequired[str]
+    RemoteTaskID: NotRequired[str]
+    ContextID: NotRequired[str]
 
 
 class ToolFailed(TypedDict):
     Tool: str
     Step: int
     Error: str
+    Agent: NotRequired[str]
+    RemoteTaskID: NotRequired[str]
+    ContextID: NotRequired[str]
 
 
 # --- Pauses and their companions (PROTOCOL §4) -------------------------------------------------

@@ -225,10 +225,17 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision: Decision | None) -> _
             return False
         run.save(update_fields=["checkpoint", "updated_at"])
         attempt = open_attempt(run, tool, step, lease.worker)
+        ctx.idempotency_key = attempt.idempotency_key
         events.emit(
             run=run,
             type=events.TOOL_INVOKED,
-            payload=ToolInvoked(Tool=tool.name, Step=step, Args=pending["args"], Attempt=attempt.attempt),
+            payload=ToolInvoked(
+                Tool=tool.name,
+                Step=step,
+                Args=pending["args"],
+                Attempt=attempt.attempt,
+                **tool.describe(pending["args"], ctx),
+            ),
         )
         return _Call(tool=tool, args=pending["args"], step=step, ctx=ctx, attempt=attempt)
 
@@ -279,7 +286,11 @@ def _execute(lease: Lease, call: _Call) -> bool:
 
         def failed(run: Run) -> None:
             events.emit(
-                run=run, type=events.TOOL_FAILED, payload=ToolFailed(Tool=call.tool.name, Step=call.step, Error=message)
+                run=run,
+                type=events.TOOL_FAILED,
+                payload=ToolFailed(
+                    Tool=call.tool.name, Step=call.step, Error=message, **call.tool.describe(call.args, ctx)
+                ),
             )
             run_fail(run, FailureCode.RUNTIME_ERROR, message)
 
@@ -324,7 +335,13 @@ def _checkpoint(run: Run, call: _Call, result: object) -> bool:
     events.emit(
         run=run,
         type=events.TOOL_COMPLETED,
-        payload=ToolCompleted(Tool=call.tool.name, Step=call.step, Result=result, Attempt=call.attempt.attempt),
+        payload=ToolCompleted(
+            Tool=call.tool.name,
+            Step=call.step,
+            Result=result,
+            Attempt=call.attempt.attempt,
+            **call.tool.describe(call.args, call.ctx),
+        ),
     )
     return True
 

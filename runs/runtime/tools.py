@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
+from runs.domain.event_types import ToolFacts
 
 from . import handles
 
@@ -22,6 +23,12 @@ class Tool:
     editable_args: bool = False
     deadline: timedelta | None = None
     gate_reason: str = ""
+    # What the call's events name beside Tool and Step (a remote agent's task, say):
+    # merged into tool.invoked, tool.completed and tool.failed.
+    facts: Callable[[dict, "ToolContext"], ToolFacts] | None = None
+
+    def describe(self, args: dict, ctx: "ToolContext") -> ToolFacts:
+        return self.facts(args, ctx) if self.facts else ToolFacts()
 
     def needs_approval(self, args: dict) -> bool:
         if self.approval == "never":

@@ -1,0 +1,27 @@
+"""What a resume of an `a2a` pause may carry: a non-empty text answer of bounded size. An
+answer to an auth-required pause is a credential: it is sealed before it is stored, and
+only the tool opens it."""
+
+from runs.domain.errors import PayloadInvalid
+
+from .sealing import seal, unseal
+
+MAX_ANSWER_CHARS = 2000
+AUTH_REASON = "external_event"
+
+
+def a2a_input(reason: str, value: object) -> object:
+    """The value to store for a resume of an a2a pause, or 422 payload_invalid."""
+    if not isinstance(value, str) or not value.strip():
+        raise PayloadInvalid("input must be a non-empty text answer to the remote agent's question")
+    if len(value) > MAX_ANSWER_CHARS:
+        raise PayloadInvalid(f"input is too long: at most {MAX_ANSWER_CHARS} characters")
+    answer = value.strip()
+    return {"sealed": seal(answer)} if reason == AUTH_REASON else answer
+
+
+def opened(value: object) -> str:
+    """The answer as the tool sends it."""
+    if isinstance(value, dict) and "sealed" in value:
+        return unseal(str(value["sealed"]))
+    return str(value or "")

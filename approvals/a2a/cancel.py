@@ -1,0 +1,56 @@
+"""Cancelling our run cancels the remote task: at a hard cancel of the call in flight, and
+when a parked run is cancelled or its pause times out (after the commit, off the request)."""
+
+import logging
+import threading
+
+from django.db import transaction
+
+from . import bridge, wire
+from .directory import RemoteAgent, UnknownRemoteAgent, remote_agent_for
+from .retry import with_retries
+
+log = logging.getLogger("harbor.a2a")
+WAIT_SECONDS = 15.0
+
+
+def cancel_remote_task(agent: RemoteAgent, task_id: str, *, context_id: str = "") -> str:
+    """Cancel the remote task (found by its context when the send was still in flight).
+    Returns the remote state, or "" when there was nothing to cancel or it failed (logged)."""
+    try:
+        if not task_id and context_id:
+            found = with_retries(agent.name, lambda: bridge.call(wire.find_in_context(agent, context_id)), sleep=_nap)
+            task_id = found.task_id if found else ""
+        if not task_id:
+            return ""
+        current = with_retries(agent.name, lambda: bridge.call(wire.get(agent, task_id)), sleep=_nap)
+        if current.state in wire.TERMINAL:
+            return current.state
+        return with_retries(agent.name, lambda: bridge.call(wire.cancel(agent, task_id)), sleep=_nap).state
+    except Exception as error:  # a cancel is best effort: the run is over either way
+        log.warning("could not cancel remote task %s at %s: %s", task_id, agent.name, error)
+        return ""
+
+
+def cancel_remote_on_commit(tenant_id: int, tool_context: dict) -> None:
+    """For a parked a2a call ending (cancel, timeout): cancel its remote task once the
+    transaction has committed, in a thread of its own (never inside a lock or a request)."""
+    state = (tool_context or {}).get("a2a") or {}
+    if not state.get("task_id"):
+        return
+    try:
+        agent = remote_agent_for(tenant_id, state["agent"])
+    except UnknownRemoteAgent:
+        agent = RemoteAgent(name=state["agent"], card_url=state["card_url"])
+    task_id = state["task_id"]
+
+    def start() -> None:
+        threading.Thread(
+            target=cancel_remote_task, args=(agent, task_id), name="harbor-a2a-cancel", daemon=True
+        ).start()
+
+    transaction.on_commit(start)
+
+
+def _nap(seconds: float) -> None:
+    threading.Event().wait(seconds)

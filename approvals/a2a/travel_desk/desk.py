@@ -1,0 +1,109 @@
+"""The travel desk's behaviour: one question, then a booking artifact. Words in the request
+choose the other paths, so a person or a test can drive each one from the outside."""
+
+import asyncio
+import os
+import re
+import secrets
+from dataclasses import dataclass
+
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types import Part, Task, TaskState, TaskStatus
+
+QUESTION = "Which date do you want to fly?"
+AUTH_PROMPT = "Sign in to the travel desk: send your travel desk access code."
+
+
+@dataclass
+class Booking:
+    """What the desk remembers of one task between its messages."""
+
+    query: str
+    phase: str = "new"  # new -> auth -> ask -> done
+
+
+def access_code() -> str:
+    return os.environ.get("HARBOR_TRAVEL_DESK_ACCESS_CODE", "desk-code-42")
+
+
+def slow_seconds() -> float:
+    return float(os.environ.get("HARBOR_TRAVEL_DESK_SLOW_SECONDS", "3"))
+
+
+def destination(query: str) -> str:
+    found = re.search(r"\bto\s+([A-Z][\w-]*)", query)
+    return found.group(1) if found else "your destination"
+
+
+class TravelDesk(AgentExecutor):
+    def __init__(self) -> None:
+        self.bookings: dict[str, Booking] = {}
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        updater = TaskUpdater(event_queue=event_queue, task_id=task_id, context_id=context_id)
+        text = context.get_user_input().strip()
+        if context.current_task is None and context.message is not None:
+            # A new task is announced whole before any update about it (the SDK's rule).
+            status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
+            await event_queue.enqueue_event(
+                Task(id=task_id, context_id=context_id, status=status, history=[context.message])
+            )
+        booking = self.bookings.get(task_id)
+        if booking is None:
+            booking = self.bookings[task_id] = Booking(query=text)
+            await self._start(booking, updater)
+        elif booking.phase == "auth":
+            await self._check_code(booking, updater, text)
+        elif booking.phase == "ask":
+            await self._book(booking, updater, text)
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(
+            event_queue=event_queue, task_id=context.task_id or "", context_id=context.context_id or ""
+        )
+        await updater.cancel(updater.new_agent_message([Part(text="Cancelled at the caller's request.")]))
+
+    async def _start(self, booking: Booking, updater: TaskUpdater) -> None:
+        query = booking.query.lower()
+        if "will be rejected" in query:
+            await updater.reject(updater.new_agent_message([Part(text="The travel desk does not book that trip.")]))
+            return
+        await updater.start_work(updater.new_agent_message([Part(text="Looking at flights...")]))
+        if "is slow" in query:
+            await asyncio.sleep(slow_seconds())
+        if "will fail" in query:
+            await updater.failed(updater.new_agent_message([Part(text="No seats left: the booking system is down.")]))
+            return
+        if "needs auth" in query:
+            booking.phase = "auth"
+            await updater.requires_auth(updater.new_agent_message([Part(text=AUTH_PROMPT)]))
+            return
+        await self._ask(booking, updater)
+
+    async def _check_code(self, booking: Booking, updater: TaskUpdater, code: str) -> None:
+        if not secrets.compare_digest(code.encode(), access_code().encode()):
+            await updater.requires_auth(
+                updater.new_agent_message([Part(text=f"That code was not accepted. {AUTH_PROMPT}")])
+            )
+            return
+        await self._ask(booking, updater)
+
+    async def _ask(self, booking: Booking, updater: TaskUpdater) -> None:
+        booking.phase = "ask"
+        await updater.requires_input(updater.new_agent_message([Part(text=QUESTION)]))
+
+    async def _book(self, booking: Booking, updater: TaskUpdater, date: str) -> None:
+        if not date:
+            await updater.requires_input(updater.new_agent_message([Part(text=QUESTION)]))
+            return
+        await updater.start_work(updater.new_agent_message([Part(text=f"Booking for {date}...")]))
+        if "is slow" in booking.query.lower():
+            await asyncio.sleep(slow_seconds())
+        booking.phase = "done"
+        reference = f"TD-{secrets.token_hex(3).upper()}"
+        summary = f"Booked a flight to {destination(booking.query)} on {date}. Reference {reference}."
+        await updater.add_artifact([Part(text=summary)], name="booking", last_chunk=True)
+        await updater.complete()

@@ -1,0 +1,167 @@
+"""The A2A wire, through the official SDK: the agent card from its well-known address, a
+client from the SDK's factory, and the four calls the delegation needs (send, get, find by
+context, cancel). Streams where the card offers streaming, polls where it does not."""
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+
+from .directory import RemoteAgent
+
+TIMEOUT_SECONDS = 10.0
+POLL_SECONDS = 0.2
+
+STATE_NAMES = {
+    TaskState.TASK_STATE_SUBMITTED: "submitted",
+    TaskState.TASK_STATE_WORKING: "working",
+    TaskState.TASK_STATE_INPUT_REQUIRED: "input-required",
+    TaskState.TASK_STATE_AUTH_REQUIRED: "auth-required",
+    TaskState.TASK_STATE_COMPLETED: "completed",
+    TaskState.TASK_STATE_FAILED: "failed",
+    TaskState.TASK_STATE_REJECTED: "rejected",
+    TaskState.TASK_STATE_CANCELED: "canceled",
+}
+INTERRUPTED = frozenset({"input-required", "auth-required"})
+TERMINAL = frozenset({"completed", "failed", "rejected", "canceled"})
+
+
+@dataclass(frozen=True)
+class RemoteTask:
+    """What the delegation needs of a remote task: plain values, never SDK objects."""
+
+    task_id: str
+    context_id: str
+    state: str
+    message: str = ""  # the text of the status message (the question, the failure)
+    artifact: str = ""  # the text of every artifact, joined
+    message_ids: tuple[str, ...] = ()  # of the messages in the task's history
+
+    @property
+    def settled(self) -> bool:
+        return self.state in INTERRUPTED or self.state in TERMINAL
+
+
+def remote_task(task: Task) -> RemoteTask:
+    status_text = " ".join(part.text for part in task.status.message.parts if part.text)
+    artifact = "\n".join(part.text for artifact in task.artifacts for part in artifact.parts if part.text)
+    return RemoteTask(
+        task_id=task.id,
+        context_id=task.context_id,
+        state=STATE_NAMES.get(task.status.state, "unknown"),
+        message=status_text,
+        artifact=artifact,
+        message_ids=tuple(message.message_id for message in task.history),
+    )
+
+
+def _card_address(card_url: str) -> tuple[str, str]:
+    """A configured address is the agent's base URL or the full URL of its card."""
+    parts = urlsplit(card_url)
+    if parts.path.endswith(".json"):
+        return f"{parts.scheme}://{parts.netloc}", parts.path
+    return card_url.rstrip("/"), AGENT_CARD_WELL_KNOWN_PATH
+
+
+@asynccontextmanager
+async def connect(agent: RemoteAgent) -> AsyncIterator[tuple[Client, bool]]:
+    """A client for `agent` and whether it streams, from its card, via the SDK's factory."""
+    headers = {"Authorization": agent.auth_header} if agent.auth_header else {}
+    async with httpx.AsyncClient(headers=headers, timeout=TIMEOUT_SECONDS) as http:
+        base, path = _card_address(agent.card_url)
+        card = await A2ACardResolver(http, base, path).get_agent_card()
+        streaming = bool(card.capabilities.streaming)
+        config = ClientConfig(httpx_client=http, streaming=streaming, polling=not streaming)
+        client = ClientFactory(config).create(card)
+        try:
+            yield client, streaming
+        finally:
+            await client.close()
+
+
+async def send(agent: RemoteAgent, *, text: str, context_id: str, message_id: str, task_id: str = "") -> RemoteTask:
+    """Send one text message (a new task in `context_id`, or more input on `task_id`) and
+    follow the task until it settles: interrupted (input or auth required) or terminal."""
+    message = Message(role=Role.ROLE_USER, message_id=message_id, context_id=context_id, parts=[Part(text=text)])
+    if task_id:
+        message.task_id = task_id
+    async with connect(agent) as (client, _streaming):
+        latest: RemoteTask | None = None
+        async for event in client.send_message(SendMessageRequest(message=message)):
+            if event.HasField("task"):
+                latest = remote_task(event.task)
+            elif event.HasField("status_update") or event.HasField("artifact_update"):
+                # Status and artifact updates are deltas: the settled task is read back whole.
+                update = event.status_update if event.HasField("status_update") else event.artifact_update
+                state = STATE_NAMES.get(event.status_update.status.state, "") if event.HasField("status_update") else ""
+                if state in INTERRUPTED or state in TERMINAL:
+                    return await _get(client, update.task_id)
+            elif event.HasField("message"):
+                raise RemoteGarbage("the remote agent answered with a message, not a task")
+            if latest is not None and latest.settled:
+                return latest
+        if latest is None:
+            raise RemoteGarbage("the remote agent answered with no task")
+        return latest if latest.settled else await _poll(client, latest.task_id)
+
+
+async def _get(client: Client, task_id: str) -> RemoteTask:
+    return remote_task(await client.get_task(GetTaskRequest(id=task_id)))
+
+
+async def _poll(client: Client, task_id: str) -> RemoteTask:
+    while True:
+        task = await _get(client, task_id)
+        if task.settled:
+            return task
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def follow(agent: RemoteAgent, task_id: str) -> RemoteTask:
+    """Wait, by polling, until a task we already sent settles (a retry never re-sends)."""
+    async with connect(agent) as (client, _):
+        return await _poll(client, task_id)
+
+
+async def get(agent: RemoteAgent, task_id: str) -> RemoteTask:
+    async with connect(agent) as (client, _):
+        return await _get(client, task_id)
+
+
+async def find_in_context(agent: RemoteAgent, context_id: str) -> RemoteTask | None:
+    """The task already started in `context_id`, if any (an earlier attempt's send landed)."""
+    async with connect(agent) as (client, _):
+        page = await client.list_tasks(ListTasksRequest(context_id=context_id, history_length=50))
+        return remote_task(page.tasks[0]) if page.tasks else None
+
+
+async def cancel(agent: RemoteAgent, task_id: str) -> RemoteTask:
+    async with connect(agent) as (client, _):
+        return remote_task(await client.cancel_task(CancelTaskRequest(id=task_id)))
+
+
+def stable_id(*parts: str) -> str:
+    """A message or context id derived from the call's idempotency key: the same call on
+    any worker, at any attempt, names the same remote conversation."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "harbor-a2a:" + ":".join(parts)))
+
+
+class RemoteGarbage(Exception):
+    """The remote answered, but not as an A2A agent does."""
