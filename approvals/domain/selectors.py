@@ -66,13 +66,20 @@ def pauses_visible(*, caller: Caller) -> QuerySet[Pause]:
 
 def token_visibility(*, caller: Caller, pause_ids: Iterable[str | None]) -> Callable[[str | None], bool]:
     """Which of these pauses' resume tokens the caller is shown: only where the decision
-    rule would accept it (the pausing user and session, or the permission to decide), so a
+    rule would accept it (the pausing user and session, its role, or a delegation), so a
     token never reaches anyone it could not serve."""
     ids = {pk for pk in pause_ids if pk}
     if not ids:
         return lambda pause_id: False
     fields = ("pk", "tenant_id", "cause", "identity_user", "identity_session")
     allowed = decidable_among(caller, list(Pause.objects.filter(pk__in=ids, tenant=caller.tenant).only(*fields)))
+    return lambda pause_id: pause_id in allowed
+
+
+def tokens_shown(*, caller: Caller, pauses: list[Pause]) -> Callable[[str | None], bool]:
+    """token_visibility for pauses already loaded (a pause.list page): no further query
+    unless something was delegated."""
+    allowed = decidable_among(caller, pauses)
     return lambda pause_id: pause_id in allowed
 
 

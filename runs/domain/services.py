@@ -181,10 +181,9 @@ def _submit_locked(
     if requested_scope is not None:
         if scope < SCOPE_NAMES[requested_scope]:
             raise IdentityScopeRequired(f"the caller does not hold the {requested_scope} scope on this run")
-    delegated = method in DECISION_INSTRUCTIONS and _holds_decide_permission(
-        caller, run, payload.get("token"), pause_id
-    )
-    if scope < MINIMUM_SCOPE[method] and not delegated:
+    if scope < MINIMUM_SCOPE[method] and not (
+        method in DECISION_INSTRUCTIONS and _holds_decide_permission(caller, run, payload.get("token"), pause_id)
+    ):
         raise ScopeMismatch(f"{method} needs the {MINIMUM_SCOPE[method].name.lower()} scope")
     # A replayed event_id is answered only to a caller allowed the method: the receipt
     # names the earlier instruction, which is not everyone's to learn.

@@ -25,7 +25,7 @@ from .throttle import DecisionRefusalThrottle
 
 def _tokens_shown(caller: Caller, pauses: list[Pause]) -> Callable[[str], bool]:
     """Which resume tokens the snapshots may carry (PauseSnapshotSerializer's context)."""
-    return pause_selectors.token_visibility(caller=caller, pause_ids=[pause.pk for pause in pauses])
+    return pause_selectors.tokens_shown(caller=caller, pauses=pauses)
 
 
 # --- Routes ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ Nothing here writes: steering goes through the services, like every other client
 import asyncio
 import json
 import logging
+import random
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -146,7 +147,10 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         # the last of them (nothing later would reveal the gap): read the log once the
         # inbox goes quiet.
         settle = getattr(self, "pushed", 0) >= getattr(self, "settle_after", 1 << 30)
-        message = await self.tail.next(SETTLE_SECONDS if settle else self._recheck_seconds())
+        # Jittered, so sockets opened together do not all re-check at the same moment (their
+        # reads would queue, and a push arriving meanwhile would wait behind them).
+        quiet = self._recheck_seconds() * random.uniform(0.5, 1.0)
+        message = await self.tail.next(SETTLE_SECONDS if settle else quiet)
         return message or {"type": "harbor.tick"}
 
     @staticmethod
@@ -216,7 +220,9 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         otherwise the pump reads the log, which also re-checks the person."""
         if self.pump is None or message.get("sequence", 0) <= self.cursor:
             return
-        due = time.monotonic() - self.checked_at > self._recheck_seconds()
+        # The quiet-spell tick re-checks every recheck interval; a push is delivered from the
+        # message while that re-check is current (a tick may be under way: twice the interval).
+        due = time.monotonic() - self.checked_at > 2 * self._recheck_seconds()
         if due or self.sending.locked() or message.get("first") != self.cursor + 1:
             self.wake.set()
             return

@@ -37,7 +37,7 @@ def _explicit_timestamps() -> Iterator[None]:
             field.auto_now_add = True
 
 
-def _owners(caller: Caller) -> list:
+def _owners(caller: Caller) -> list[User]:
     """The caller and nine more members of its tenant, who share the history."""
     users = get_user_model()
     owners = [caller.user]

@@ -12,6 +12,7 @@ import time
 from argparse import ArgumentParser
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -19,10 +20,11 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from approvals.domain.selectors import pause_list
+from approvals.domain.selectors import pause_list, tokens_shown
 from approvals.models import Pause, PauseState
 from runs.domain.services import run_start, steering_submit
 from runs.identity.callers import Caller, caller_resolve
+from runs.protocol.serializers import PauseListResponseSerializer
 from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Decision, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent
@@ -76,7 +78,7 @@ def _langgraph(database: str) -> tuple[Callable[[int], None], Callable[[], None]
     if database == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver
 
-        context = SqliteSaver.from_conn_string(str(Path(tempfile.mkdtemp()) / "langgraph.sqlite3"))
+        context: Any = SqliteSaver.from_conn_string(str(Path(tempfile.mkdtemp()) / "langgraph.sqlite3"))
     else:
         from langgraph.checkpoint.postgres import PostgresSaver
 
@@ -87,14 +89,17 @@ def _langgraph(database: str) -> tuple[Callable[[int], None], Callable[[], None]
     saver = context.__enter__()
     if hasattr(saver, "setup"):
         saver.setup()
-    graph = builder.compile(checkpointer=saver)
+    graph: Any = builder.compile(checkpointer=saver)
 
     def cycle(index: int) -> None:
         config = {"configurable": {"thread_id": f"bench-{time.monotonic_ns()}-{index}"}}
         graph.invoke({"decision": ""}, config)
         graph.invoke(Command(resume="approve"), config)
 
-    return cycle, lambda: context.__exit__(None, None, None)
+    def close() -> None:
+        context.__exit__(None, None, None)
+
+    return cycle, close
 
 
 def _rate(cycle: Callable[[int], None], count: int) -> float:
@@ -115,6 +120,13 @@ def _ms(action: Callable[[], object], times: int) -> list[float]:
         action()
         spent.append((time.perf_counter() - began) * 1000)
     return sorted(spent)
+
+
+def _pause_list_page(caller: Caller) -> object:
+    """What POST /v1/pause/list does after authentication: the page and its snapshots."""
+    page = pause_list(caller=caller)
+    context = {"may_see_token": tokens_shown(caller=caller, pauses=page.rows)}
+    return PauseListResponseSerializer(page, context=context).data
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -197,8 +209,8 @@ class Command(BaseCommand):
     def _reads(self, alice: Caller, bob: Caller, size: int) -> None:
         open_count = Pause.objects.filter(tenant=bob.tenant, state=PauseState.PAUSED).count()
         times = 30
-        approver = _ms(lambda: pause_list(caller=bob), times)
-        member = _ms(lambda: pause_list(caller=alice), times)
+        approver = _ms(lambda: _pause_list_page(bob), times)
+        member = _ms(lambda: _pause_list_page(alice), times)
         client = Client()
         client.force_login(bob.user)
         if client.get("/inbox/").status_code != 200:
