@@ -67,6 +67,21 @@ class Lease:
             self.lost.set()
             raise LeaseLost(self.run_id)
 
+    def locked_run(self) -> Run:
+        """The run under its row lock, if this worker still holds an unexpired lease on it (the
+        fence), which is renewed while the lock is held. `no_key`: the run's key never changes,
+        so rows pointing at it (events, pauses) may still be inserted meanwhile."""
+        run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("owner").get(pk=self.run_id)
+        if run.is_terminal:
+            return run  # ended meanwhile (a cancel, a rejection): the caller stops here
+        now = timezone.now()
+        if run.lease_owner != self.worker or run.lease_expires_at is None or run.lease_expires_at < now:
+            self.lost.set()
+            raise LeaseLost(self.run_id)
+        run.lease_expires_at = now + lease_length()
+        Run.objects.filter(pk=run.pk).update(lease_expires_at=run.lease_expires_at)
+        return run
+
     def release(self) -> None:
         Run.objects.filter(pk=self.run_id, lease_owner=self.worker).update(lease_owner="", lease_expires_at=None)
 

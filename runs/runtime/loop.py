@@ -14,34 +14,29 @@ A pending call is persisted before its body starts, so a retry after a crash rep
 same call rather than asking the planner again; a step recorded once is never run again."""
 
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.utils import timezone
-
 from runs.domain import events
-from runs.domain.errors import ErrToolContextLost, ErrUnserializable
+from runs.domain.errors import ErrToolContextLost
 from runs.domain.event_types import (
     PlannerDecision,
     TaskStarted,
-    ToolCompleted,
-    ToolFailed,
     ToolInvoked,
-    tool_pause_companion,
 )
 from runs.domain.transitions import move, run_complete, run_fail
-from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
+from runs.models import FailureCode, Run, RunStatus
 
-from .lease import Lease, LeaseLost, lease_length
-from .ledger import open_attempt, settle_attempt
+from .execution import Call, execute
+from .lease import Lease, LeaseLost
+from .ledger import open_attempt
 from .parking import park, park_for_gate, park_for_operator
 from .planner import Decision, Finish, PlannerView, RequestPause, describe
 from .registry import get_agent
 from .steering import steering_apply_pending
-from .tools import Interrupted, Tool, ToolContext, ToolPause
+from .tools import ToolContext
 
 log = logging.getLogger("harbor.runtime")
 
@@ -79,17 +74,6 @@ def advance_claimed(run_id: str, worker: str) -> None:
 
 
 @dataclass
-class _Call:
-    """A tool call about to run (or running): what the record phase re-checks."""
-
-    tool: Tool
-    args: dict
-    step: int
-    ctx: ToolContext
-    attempt: ToolCall
-
-
-@dataclass
 class _Boundary:
     agent_id: str
     step: int
@@ -98,26 +82,10 @@ class _Boundary:
     view: PlannerView | None = None
 
 
-def _locked(lease: Lease) -> Run:
-    """The run under its row lock, if this worker still holds an unexpired lease on it (the
-    fence), which is renewed while the lock is held. `no_key`: the run's key never changes,
-    so rows pointing at it (events, pauses) may still be inserted meanwhile."""
-    run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("owner").get(pk=lease.run_id)
-    if run.is_terminal:
-        return run  # ended meanwhile (a cancel, a rejection): the caller stops here
-    now = timezone.now()
-    if run.lease_owner != lease.worker or run.lease_expires_at is None or run.lease_expires_at < now:
-        lease.lost.set()
-        raise LeaseLost(lease.run_id)
-    run.lease_expires_at = now + lease_length()
-    Run.objects.filter(pk=run.pk).update(lease_expires_at=run.lease_expires_at)
-    return run
-
-
 def _end(lease: Lease, finish: Callable[[Run], object]) -> None:
     with events.atomic():
         try:
-            run = _locked(lease)
+            run = lease.locked_run()
         except LeaseLost:
             return
         if not run.is_terminal:
@@ -134,12 +102,12 @@ def _step(lease: Lease) -> bool:
         with lease.heartbeat():
             decision = get_agent(boundary.agent_id).planner().decide(boundary.view)
     call = _dispatch(lease, boundary, decision)
-    return _execute(lease, call) if isinstance(call, _Call) else call
+    return execute(lease, call) if isinstance(call, Call) else call
 
 
 def _boundary(lease: Lease) -> _Boundary | None:
     with events.atomic():
-        run = _locked(lease)
+        run = lease.locked_run()
         if run.status == RunStatus.PENDING:
             move(run, RunStatus.RUNNING)
             events.emit(
@@ -180,11 +148,11 @@ def _boundary(lease: Lease) -> _Boundary | None:
         return _Boundary(agent_id=run.agent_id, step=step, ctx=ctx, pending=None, view=view)
 
 
-def _dispatch(lease: Lease, boundary: _Boundary, decision: Decision | None) -> _Call | bool:
+def _dispatch(lease: Lease, boundary: _Boundary, decision: Decision | None) -> Call | bool:
     """Act on the planner's decision (or the pending call) under the run lock. Returns the
     call to execute, True to go back to the boundary, or False to stop advancing."""
     with events.atomic():
-        run = _locked(lease)
+        run = lease.locked_run()
         checkpoint = dict(run.checkpoint)
         if run.status != RunStatus.RUNNING or checkpoint.get("step", 0) != boundary.step:
             return False
@@ -237,127 +205,4 @@ def _dispatch(lease: Lease, boundary: _Boundary, decision: Decision | None) -> _
                 **tool.describe(pending["args"], ctx),
             ),
         )
-        return _Call(tool=tool, args=pending["args"], step=step, ctx=ctx, attempt=attempt)
-
-
-def _execute(lease: Lease, call: _Call) -> bool:
-    """Run the tool body outside any transaction, then record what happened."""
-    ctx, attempt = call.ctx, call.attempt
-    ctx.idempotency_key = attempt.idempotency_key
-    ctx.fence = lease.fence
-    ctx.interrupted = _interrupt_probe(lease)
-    try:
-        with lease.heartbeat():
-            result = call.tool.run(call.args, ctx)
-    except ToolPause as signal:
-        pause = signal
-
-        def park_signalled(run: Run) -> bool:
-            return park(
-                run,
-                ctx,
-                cause=pause.cause,
-                reason=pause.reason,
-                payload=pause.payload,
-                summary=pause.summary,
-                deadline=pause.deadline,
-                tool=call.tool.name,
-                companion=(pause.companion, tool_pause_companion(pause.payload, events.SEALED)),
-            )
-
-        return _record(lease, call, ToolCallOutcome.PAUSED, park_signalled)
-    except LeaseLost:
-        settle_attempt(attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
-        raise
-    except Interrupted:
-        settle_attempt(attempt, ToolCallOutcome.INTERRUPTED)
-        return True  # the next boundary applies the hard cancel; the step is not recorded
-    except ErrToolContextLost as lost:
-        message = lost.message
-        return _record(
-            lease,
-            call,
-            ToolCallOutcome.FAILED,
-            lambda run: run_fail(run, FailureCode.TOOL_CONTEXT_LOST, message),
-            message,
-        )
-    except Exception as error:
-        message = f"{call.tool.name}: {type(error).__name__}: {error}"
-
-        def failed(run: Run) -> None:
-            events.emit(
-                run=run,
-                type=events.TOOL_FAILED,
-                payload=ToolFailed(
-                    Tool=call.tool.name, Step=call.step, Error=message, **call.tool.describe(call.args, ctx)
-                ),
-            )
-            run_fail(run, FailureCode.RUNTIME_ERROR, message)
-
-        return _record(lease, call, ToolCallOutcome.FAILED, failed, message)
-    return _record(lease, call, ToolCallOutcome.COMPLETED, lambda run: _checkpoint(run, call, result))
-
-
-def _record(lease: Lease, call: _Call, outcome: str, apply: Callable[[Run], object], error: str = "") -> bool:
-    """Record an attempt's outcome under the run lock, only if this worker still holds the
-    run and the attempt is still the step's live one (the fence)."""
-    with events.atomic():
-        try:
-            run = _locked(lease)
-        except LeaseLost:
-            settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
-            raise
-        current = ToolCall.objects.filter(pk=call.attempt.pk, outcome=ToolCallOutcome.RUNNING).exists()
-        if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != call.step or not current:
-            settle_attempt(call.attempt, ToolCallOutcome.FENCED, f"the run moved on (it is {run.status})")
-            return False
-        settle_attempt(call.attempt, outcome, error)
-        return bool(apply(run))
-
-
-def _checkpoint(run: Run, call: _Call, result: object) -> bool:
-    try:
-        saved_context = call.ctx.serialized()
-    except ErrUnserializable as error:
-        run_fail(run, FailureCode.RUNTIME_ERROR, error.message)
-        return False
-    checkpoint = dict(run.checkpoint)
-    checkpoint["history"] = [
-        *checkpoint.get("history", []),
-        {"tool": call.tool.name, "args": call.args, "result": result},
-    ]
-    checkpoint["step"] = call.step + 1
-    checkpoint["tool_context"] = saved_context
-    checkpoint.pop("pending_call", None)
-    checkpoint.pop("resolution", None)
-    run.checkpoint = checkpoint
-    run.save(update_fields=["checkpoint", "updated_at"])
-    events.emit(
-        run=run,
-        type=events.TOOL_COMPLETED,
-        payload=ToolCompleted(
-            Tool=call.tool.name,
-            Step=call.step,
-            Result=result,
-            Attempt=call.attempt.attempt,
-            **call.tool.describe(call.args, call.ctx),
-        ),
-    )
-    return True
-
-
-def _interrupt_probe(lease: Lease) -> Callable[[], bool]:
-    """A cheap, throttled check for a hard cancel of the step in flight, or a lost lease."""
-    checked_at, cancelled = 0.0, False
-
-    def interrupted() -> bool:
-        nonlocal checked_at, cancelled
-        if lease.lost.is_set():
-            raise LeaseLost(lease.run_id)
-        now = time.monotonic()
-        if now - checked_at >= 0.1:
-            checked_at = now
-            cancelled = Run.objects.filter(pk=lease.run_id, hard_cancel=True).exists()
-        return cancelled
-
-    return interrupted
+        return Call(tool=tool, args=pending["args"], step=step, ctx=ctx, attempt=attempt)

@@ -1,0 +1,152 @@
+"""A step's tool body, run outside any transaction while the lease's heartbeat runs, and
+the record of its outcome: under the run lock, only if this worker still holds the run and
+the attempt is still the step's live one (the fence)."""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runs.domain import events
+from runs.domain.errors import ErrToolContextLost, ErrUnserializable
+from runs.domain.event_types import ToolCompleted, ToolFailed, tool_pause_companion
+from runs.domain.transitions import run_fail
+from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
+
+from .lease import Lease, LeaseLost
+from .ledger import settle_attempt
+from .parking import park
+from .tools import Interrupted, Tool, ToolContext, ToolPause
+
+
+@dataclass
+class Call:
+    """A tool call about to run (or running): what the record phase re-checks."""
+
+    tool: Tool
+    args: dict
+    step: int
+    ctx: ToolContext
+    attempt: ToolCall
+
+
+def execute(lease: Lease, call: Call) -> bool:
+    """Run the tool body outside any transaction, then record what happened."""
+    ctx, attempt = call.ctx, call.attempt
+    ctx.idempotency_key = attempt.idempotency_key
+    ctx.fence = lease.fence
+    ctx.interrupted = _interrupt_probe(lease)
+    try:
+        with lease.heartbeat():
+            result = call.tool.run(call.args, ctx)
+    except ToolPause as signal:
+        pause = signal
+
+        def park_signalled(run: Run) -> bool:
+            return park(
+                run,
+                ctx,
+                cause=pause.cause,
+                reason=pause.reason,
+                payload=pause.payload,
+                summary=pause.summary,
+                deadline=pause.deadline,
+                tool=call.tool.name,
+                companion=(pause.companion, tool_pause_companion(pause.payload, events.SEALED)),
+            )
+
+        return _record(lease, call, ToolCallOutcome.PAUSED, park_signalled)
+    except LeaseLost:
+        settle_attempt(attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
+        raise
+    except Interrupted:
+        settle_attempt(attempt, ToolCallOutcome.INTERRUPTED)
+        return True  # the next boundary applies the hard cancel; the step is not recorded
+    except ErrToolContextLost as lost:
+        message = lost.message
+        return _record(
+            lease,
+            call,
+            ToolCallOutcome.FAILED,
+            lambda run: run_fail(run, FailureCode.TOOL_CONTEXT_LOST, message),
+            message,
+        )
+    except Exception as error:
+        message = f"{call.tool.name}: {type(error).__name__}: {error}"
+
+        def failed(run: Run) -> None:
+            events.emit(
+                run=run,
+                type=events.TOOL_FAILED,
+                payload=ToolFailed(
+                    Tool=call.tool.name, Step=call.step, Error=message, **call.tool.describe(call.args, ctx)
+                ),
+            )
+            run_fail(run, FailureCode.RUNTIME_ERROR, message)
+
+        return _record(lease, call, ToolCallOutcome.FAILED, failed, message)
+    return _record(lease, call, ToolCallOutcome.COMPLETED, lambda run: _checkpoint(run, call, result))
+
+
+def _record(lease: Lease, call: Call, outcome: str, apply: Callable[[Run], object], error: str = "") -> bool:
+    """Record an attempt's outcome under the run lock, only if this worker still holds the
+    run and the attempt is still the step's live one (the fence)."""
+    with events.atomic():
+        try:
+            run = lease.locked_run()
+        except LeaseLost:
+            settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
+            raise
+        current = ToolCall.objects.filter(pk=call.attempt.pk, outcome=ToolCallOutcome.RUNNING).exists()
+        if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != call.step or not current:
+            settle_attempt(call.attempt, ToolCallOutcome.FENCED, f"the run moved on (it is {run.status})")
+            return False
+        settle_attempt(call.attempt, outcome, error)
+        return bool(apply(run))
+
+
+def _checkpoint(run: Run, call: Call, result: object) -> bool:
+    try:
+        saved_context = call.ctx.serialized()
+    except ErrUnserializable as error:
+        run_fail(run, FailureCode.RUNTIME_ERROR, error.message)
+        return False
+    checkpoint = dict(run.checkpoint)
+    checkpoint["history"] = [
+        *checkpoint.get("history", []),
+        {"tool": call.tool.name, "args": call.args, "result": result},
+    ]
+    checkpoint["step"] = call.step + 1
+    checkpoint["tool_context"] = saved_context
+    checkpoint.pop("pending_call", None)
+    checkpoint.pop("resolution", None)
+    run.checkpoint = checkpoint
+    run.save(update_fields=["checkpoint", "updated_at"])
+    events.emit(
+        run=run,
+        type=events.TOOL_COMPLETED,
+        payload=ToolCompleted(
+            Tool=call.tool.name,
+            Step=call.step,
+            Result=result,
+            Attempt=call.attempt.attempt,
+            **call.tool.describe(call.args, call.ctx),
+        ),
+    )
+    return True
+
+
+def _interrupt_probe(lease: Lease) -> Callable[[], bool]:
+    """A cheap, throttled check for a hard cancel of the step in flight, or a lost lease."""
+    checked_at, cancelled = 0.0, False
+
+    def interrupted() -> bool:
+        nonlocal checked_at, cancelled
+        if lease.lost.is_set():
+            raise LeaseLost(lease.run_id)
+        now = time.monotonic()
+        if now - checked_at >= 0.1:
+            checked_at = now
+            cancelled = Run.objects.filter(pk=lease.run_id, hard_cancel=True).exists()
+        return cancelled
+
+    return interrupted
