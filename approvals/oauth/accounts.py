@@ -1,0 +1,41 @@
+"""The Connected accounts page: the sources a person has signed in to (in the tenant they
+work in), and a way to disconnect each. A disconnected source asks again next time."""
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from runs.views import member_required
+
+from .credentials import credential_list, credential_revoke
+from .sources import SourceMissing, source_get
+
+
+@member_required
+@require_GET
+def connected_accounts(request: HttpRequest) -> HttpResponse:
+    caller = request.caller
+    rows = []
+    for credential in credential_list(tenant=caller.tenant, user=caller.user):
+        try:
+            display = source_get(caller.tenant, credential.source_name).display_name
+        except SourceMissing:
+            display = credential.source_name
+        rows.append({"credential": credential, "display_name": display})
+    return render(request, "approvals/connected_accounts.html", {"rows": rows, "page": "accounts"})
+
+
+@member_required
+@require_POST
+def disconnect(request: HttpRequest, source_name: str) -> HttpResponse:
+    caller = request.caller
+    try:
+        source = source_get(caller.tenant, source_name)
+    except SourceMissing:
+        source = None
+    if credential_revoke(tenant=caller.tenant, user=caller.user, source=source, source_name=source_name):
+        messages.success(request, f"Disconnected {source.display_name if source else source_name}.")
+    else:
+        messages.error(request, "Not found: you have no such connected account.")
+    return redirect("approvals:connected_accounts")

@@ -1,0 +1,61 @@
+"""What the callback does to a flow, each under the run's lock (lock order: run, pause,
+then the flow): complete it (store the credential, narrate, resume the pause) or record a
+denial (the pause resolves `reject`, terminal). The code exchange happens before, outside
+any transaction: a provider call never holds a lock."""
+
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.models import Cause, Decision, Pause
+from approvals.services import pause_close, pause_decide
+from runs import events
+from runs.identity import Caller
+from runs.models import Run
+from runs.transitions import run_reject
+
+from .credentials import credential_store
+from .models import OAuthFlow
+from .sources import Source
+
+
+class FlowGone(Exception):
+    """The flow was used, or its pause resolved, while the callback was working."""
+
+
+def _locked(flow: OAuthFlow) -> tuple[Run, Pause, OAuthFlow]:
+    run = Run.objects.select_for_update(no_key=True).select_related("owner", "tenant").get(pk=flow.run_id)
+    pause = Pause.objects.select_for_update(no_key=True).get(pk=flow.pause_id)
+    locked = OAuthFlow.objects.select_for_update().get(pk=flow.pk)
+    if locked.used_at is not None or not pause.is_open or pause.cause != Cause.TOOL_OAUTH:
+        raise FlowGone("this sign-in was already completed, or the run no longer waits for it")
+    return run, pause, locked
+
+
+def flow_complete(*, flow: OAuthFlow, source: Source, token: dict) -> Pause:
+    """Store the credential and resume the pause through the one decision path, as the
+    pausing identity (the flow is bound to it, and the callback checked the signed-in
+    person is that identity)."""
+    with transaction.atomic(durable=True):
+        run, pause, locked = _locked(flow)
+        credential_store(tenant=run.tenant, user=locked.user, source=source, token=token)
+        OAuthFlow.objects.filter(pk=locked.pk).update(used_at=timezone.now(), outcome="completed")
+        events.emit(
+            run=run,
+            type=events.TOOL_AUTH_COMPLETED,
+            pause=pause,
+            payload={"SourceName": source.display_name, "PauseToken": events.SEALED},
+        )
+        caller = Caller(tenant=run.tenant, user=locked.user, session=pause.identity_session)
+        pause_decide(caller=caller, run=run, method="resume", token=None, reason=f"signed in to {source.display_name}")
+        return pause
+
+
+def flow_deny(*, flow: OAuthFlow, source: Source, error: str) -> Pause:
+    """The person refused consent upstream: the pause resolves `reject` and the run ends."""
+    with transaction.atomic(durable=True):
+        run, pause, locked = _locked(flow)
+        OAuthFlow.objects.filter(pk=locked.pk).update(used_at=timezone.now(), outcome="denied")
+        reason = f"{locked.user.get_username()} denied access to {source.display_name} ({error})"
+        pause_close(run=run, pause=pause, decision=Decision.REJECT, reason=reason)
+        run_reject(run, reason)
+        return pause
