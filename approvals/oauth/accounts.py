@@ -38,4 +38,4 @@ def disconnect(request: HttpRequest, source_name: str) -> HttpResponse:
         messages.success(request, f"Disconnected {source.display_name if source else source_name}.")
     else:
         messages.error(request, "Not found: you have no such connected account.")
-    return redirect("approvals:connected_accounts")
+    return redirect("oauth:connected_accounts")

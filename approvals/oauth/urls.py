@@ -1,7 +1,15 @@
-"""The OAuth callback, mounted at /v1/tools/oauth/ ahead of the protocol's catch-all."""
+"""The OAuth callback (mounted ahead of the protocol's /v1/ catch-all) and the Connected
+accounts page."""
 
 from django.urls import path
 
+from .accounts import connected_accounts, disconnect
 from .callback import oauth_callback
 
-urlpatterns = [path("callback", oauth_callback, name="oauth-callback")]
+app_name = "oauth"
+
+urlpatterns = [
+    path("v1/tools/oauth/callback", oauth_callback, name="callback"),
+    path("accounts/connected/", connected_accounts, name="connected_accounts"),
+    path("accounts/connected/<slug:source_name>/disconnect/", disconnect, name="disconnect"),
+]

@@ -256,6 +256,7 @@ def _execute(lease: Lease, call: _Call) -> bool:
                 deadline=pause.deadline,
                 tool=call.tool.name,
                 companion=(pause.companion, tool_pause_companion(pause.payload, events.SEALED)),
+                on_park=pause.on_park,
             )
 
         return _record(lease, call, ToolCallOutcome.PAUSED, park_signalled)
