@@ -6,10 +6,17 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db import models
 from django.http import HttpRequest
 
 from .models import OAuthCredential, OAuthFlow, OAuthSource
 from .sealing import seal
+
+
+def _formfield(field: models.Field, **kwargs: Any) -> forms.Field | None:
+    if isinstance(field, models.URLField):
+        kwargs.setdefault("assume_scheme", "https")
+    return field.formfield(**kwargs)
 
 
 class OAuthSourceForm(forms.ModelForm):
@@ -21,6 +28,7 @@ class OAuthSourceForm(forms.ModelForm):
 
     class Meta:
         model = OAuthSource
+        formfield_callback = _formfield
         fields = [
             "tenant",
             "name",
