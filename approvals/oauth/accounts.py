@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from runs.views import member_required
+from runs.web.views import member_required
 
 from .credentials import credential_list, credential_revoke
 from .sources import SourceMissing, source_get

@@ -10,8 +10,8 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from runs.errors import HarborError
-from runs.views import web_caller
+from runs.domain.errors import HarborError
+from runs.web.views import web_caller
 
 from . import client
 from .completion import FlowGone, flow_complete, flow_deny

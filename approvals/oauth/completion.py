@@ -7,11 +7,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import Cause, Decision, Pause
-from approvals.services import pause_close, pause_decide
-from runs import events
-from runs.identity import Caller
+from approvals.domain.services import pause_close, pause_decide
+from runs.domain import events
+from runs.identity.callers import Caller
 from runs.models import Run
-from runs.transitions import run_reject
+from runs.domain.transitions import run_reject
 
 from .credentials import credential_store
 from .models import OAuthFlow

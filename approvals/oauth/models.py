@@ -4,7 +4,7 @@ Imported by approvals.models, so they belong to the approvals app."""
 from django.conf import settings
 from django.db import models
 
-from runs.ids import new_ulid
+from runs.domain.ids import new_ulid
 from runs.models import Run, Tenant
 
 

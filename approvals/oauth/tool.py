@@ -6,7 +6,7 @@ runtime parks the run and the same call runs again once the person has signed in
 import requests
 
 from approvals.models import Cause, Reason
-from runs import events
+from runs.domain import events
 from runs.models import Run
 from runs.runtime.tools import ToolContext, ToolPause
 

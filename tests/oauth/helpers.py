@@ -14,7 +14,7 @@ SHELL = """
 import json
 from approvals.models import Pause
 from approvals.oauth.models import OAuthCredential, OAuthFlow
-from runs import events
+from runs.domain import events
 from runs.models import Event, Run
 {body}
 """
