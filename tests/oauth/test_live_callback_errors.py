@@ -3,7 +3,6 @@ a person can read and a code a program can branch on (JSON when asked), and each
 pause as the table says."""
 
 import httpx
-import pytest
 
 from tests.live import free_port
 from tests.oauth_live import ProviderBrowser
@@ -11,7 +10,6 @@ from tests.oauth_live import ProviderBrowser
 from .helpers import in_server, open_pause, pause_states, run_state, signed_in, start_calendar_run, wait_status
 from .test_live_signin import forget_credentials
 
-pytestmark = pytest.mark.django_db(transaction=True)
 JSON = {"Accept": "application/json"}
 CALLBACK = "/v1/tools/oauth/callback"
 

@@ -3,14 +3,13 @@ person signs in at the provider's pages, the callback exchanges the code, the sa
 call proceeds with her token and the run completes; the credential is reused, refreshed
 when expired, and a revoked one pauses again."""
 
+import re
+
 import httpx
-import pytest
 
 from tests.oauth_live import ProviderBrowser, form_fields
 
 from .helpers import in_server, open_pause, pause_states, run_events, signed_in, start_calendar_run, wait_status
-
-pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def forget_credentials(harbor, person: str) -> None:
@@ -51,7 +50,10 @@ def test_a_run_parks_alice_signs_in_and_the_same_call_completes_with_her_calenda
     inbox = alice.get("/inbox/").text
     assert "Sign in to Demo Calendar" in inbox and "code_challenge_method=S256" in inbox
     run_page = alice.get(f"/console/runs/{run_id}/").text
-    assert "Sign in to Demo Calendar" in run_page
+    link = re.search(
+        r'<a class="button primary" href="([^"]+)"[^>]*data-oauth-signin>Sign in to Demo Calendar</a>', run_page
+    )
+    assert link and link.group(1).replace("&amp;", "&") == required["AuthorizeURL"]
 
     callback = ProviderBrowser(live_provider, "alice").consent(required["AuthorizeURL"])
     assert callback.startswith(f"{oauth_harbor.url}/v1/tools/oauth/callback?")
