@@ -8,6 +8,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from runs.web.views import member_required
 
+from .callback import Outcome
+from .completion import FlowGone, flow_restart
 from .credentials import credential_list, credential_revoke
 from .sources import SourceMissing, source_get
 
@@ -39,3 +41,18 @@ def disconnect(request: HttpRequest, source_name: str) -> HttpResponse:
     else:
         messages.error(request, "Not found: you have no such connected account.")
     return redirect("oauth:connected_accounts")
+
+
+@member_required
+@require_POST
+def sign_in_again(request: HttpRequest, pause_id: str) -> HttpResponse:
+    """A new sign-in for one of the person's open tool_oauth pauses (after its flow expired)."""
+    try:
+        url = flow_restart(tenant=request.caller.tenant, user=request.caller.user, pause_id=pause_id)
+    except FlowGone as gone:
+        messages.error(request, str(gone))
+        return redirect("approvals:inbox")
+    # A link, not a redirect: the pages' CSP (form-action 'self') rightly stops a form post
+    # from being redirected to another origin.
+    outcome = Outcome(200, "", "Sign in again", "A new sign-in is ready.", authorize_url=url)
+    return render(request, "approvals/oauth_callback.html", {"outcome": outcome})

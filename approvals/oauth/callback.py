@@ -30,6 +30,8 @@ class Outcome:
     message: str
     source: str = ""
     run_id: str = ""
+    pause_id: str = ""
+    authorize_url: str = ""
 
 
 def _respond(request: HttpRequest, outcome: Outcome) -> HttpResponse:
@@ -88,7 +90,8 @@ def _handle(request: HttpRequest) -> Outcome:
             410,
             "flow_expired",
             "Sign-in expired",
-            "This sign-in took too long. Start it again from your inbox.",
+            "This sign-in took too long. The run still waits: start the sign-in again.",
+            pause_id=flow.pause_id,
             **outcome,
         )
     try:

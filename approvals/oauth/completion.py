@@ -3,6 +3,7 @@ then the flow): complete it (store the credential, narrate, resume the pause) or
 denial (the pause resolves `reject`, terminal). The code exchange happens before, outside
 any transaction: a provider call never holds a lock."""
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
@@ -10,12 +11,13 @@ from approvals.models import Cause, Decision, Pause
 from approvals.domain.services import pause_close, pause_decide
 from runs.domain import events
 from runs.identity.callers import Caller
-from runs.models import Run
+from runs.models import Run, Tenant
 from runs.domain.transitions import run_reject
 
 from .credentials import credential_store
+from .flows import flow_begin
 from .models import OAuthFlow
-from .sources import Source
+from .sources import Source, source_get
 
 
 class FlowGone(Exception):
@@ -59,3 +61,21 @@ def flow_deny(*, flow: OAuthFlow, source: Source, error: str) -> Pause:
         pause_close(run=run, pause=pause, decision=Decision.REJECT, reason=reason)
         run_reject(run, reason)
         return pause
+
+
+def flow_restart(*, tenant: Tenant, user: AbstractBaseUser, pause_id: str) -> str:
+    """Start the sign-in of a person's open tool_oauth pause again (its flow expired): a new
+    state and verifier, the earlier flows of the pause retired. The new authorize URL."""
+    previous = OAuthFlow.objects.filter(pause_id=pause_id, tenant=tenant, user=user).order_by("-created_at").first()
+    if previous is None:
+        raise FlowGone("no sign-in of yours waits under that pause")
+    run = Run.objects.select_related("tenant", "owner").get(pk=previous.run_id)
+    pending = flow_begin(run=run, source=source_get(tenant, previous.source_name))  # no provider call
+    with transaction.atomic(durable=True):
+        Run.objects.select_for_update(no_key=True).get(pk=run.pk)
+        pause = Pause.objects.select_for_update(no_key=True).get(pk=pause_id)
+        if not pause.is_open:
+            raise FlowGone("the run no longer waits for this sign-in")
+        OAuthFlow.objects.filter(pause=pause, used_at=None).update(used_at=timezone.now(), outcome="superseded")
+        pending.bind(pause)
+    return pending.authorize_url

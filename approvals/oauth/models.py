@@ -64,7 +64,8 @@ class OAuthFlow(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
-    pause = models.OneToOneField("approvals.Pause", on_delete=models.CASCADE, related_name="oauth_flow")
+    # One pause may see several flows: a sign-in that expired is started again (a new state).
+    pause = models.ForeignKey("approvals.Pause", on_delete=models.CASCADE, related_name="oauth_flows")
     source_name = models.SlugField(max_length=50)
     state_digest = models.CharField(max_length=64, unique=True, editable=False)
     verifier_sealed = models.TextField(editable=False)

@@ -2,10 +2,12 @@
 a person can read and a code a program can branch on (JSON when asked), and each leaves the
 pause as the table says."""
 
+import re
+
 import httpx
 
 from tests.live import free_port
-from tests.oauth_live import ProviderBrowser
+from tests.oauth_live import ProviderBrowser, form_fields
 
 from .helpers import in_server, open_pause, pause_states, run_state, signed_in, start_calendar_run, wait_status
 from .test_live_signin import forget_credentials
@@ -77,7 +79,7 @@ def test_a_denied_consent_is_authorization_denied_and_rejects_the_pause(oauth_ha
     assert alice.get(callback, headers=JSON).json()["code"] == "flow_not_found"
 
 
-def test_an_expired_flow_is_flow_expired_and_the_pause_stays_open(oauth_harbor, live_provider):
+def test_an_expired_flow_is_flow_expired_the_pause_stays_open_and_she_can_start_again(oauth_harbor, live_provider):
     alice, run_id, payload = parked(oauth_harbor)
     in_server(
         oauth_harbor,
@@ -89,6 +91,24 @@ def test_an_expired_flow_is_flow_expired_and_the_pause_stays_open(oauth_harbor, 
     expect(alice, callback.removeprefix(oauth_harbor.url), 410, "flow_expired")
     assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
     assert run_state(oauth_harbor, run_id)["status"] == "paused"
+
+    # The expired page offers a new sign-in for the same pause.
+    expired = alice.get(callback)
+    action = re.search(r'<form method="post" action="([^"]+)"', expired.text).group(1)
+    ready = alice.post(action, data=form_fields(expired.text))
+    assert ready.status_code == 200
+    fresh_url = re.search(r'href="([^"]+)" data-oauth-signin', ready.text).group(1).replace("&amp;", "&")
+    assert httpx.URL(fresh_url).params["state"] != payload["State"]
+    fresh = ProviderBrowser(live_provider, "alice").consent(fresh_url)
+    assert alice.get(fresh).status_code == 200
+    assert "Stand-up" in wait_status(oauth_harbor, run_id, "complete")["answer"]
+    # The first state was retired by the second sign-in.
+    assert alice.get(callback, headers=JSON).json()["code"] == "flow_not_found"
+    # Nobody else can start a sign-in for her pause.
+    bob = signed_in(oauth_harbor, "bob")
+    page = bob.get("/inbox/")
+    refused = bob.post(action, data=form_fields(page.text))
+    assert refused.status_code == 302 and "data-oauth-signin" not in refused.text
 
 
 def _set_source(harbor, **changes: str) -> None:
