@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urljoin, urlsplit
@@ -58,7 +59,7 @@ class LiveProvider:
 
 
 @pytest.fixture(scope="session")
-def live_provider():
+def live_provider() -> Iterator[LiveProvider]:
     var_dir = Path(tempfile.mkdtemp(prefix="harbor-provider-"))
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "HARBOR_VAR_DIR")}
     env.update(HARBOR_OAUTH_PROVIDER_VAR_DIR=str(var_dir), PYTHONUNBUFFERED="1")

@@ -46,6 +46,7 @@ class OAuthSourceForm(forms.ModelForm):
 @admin.register(OAuthSource)
 class OAuthSourceAdmin(admin.ModelAdmin):
     form = OAuthSourceForm
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = ["display_name", "name", "tenant", "client_id", "has_secret", "updated_at"]
     list_filter = ["tenant"]
 

@@ -15,7 +15,9 @@ from .test_inbox_and_console import LIVE, sign_in
 pytestmark = pytest.mark.browser
 
 
-def test_alice_signs_in_from_the_inbox_card_and_the_run_completes(browser, oauth_harbor, live_provider, screenshots):
+def test_alice_signs_in_from_the_inbox_card_and_the_run_completes(
+    browser, oauth_harbor, live_provider, screenshots
+) -> None:
     forget_credentials(oauth_harbor, "alice")
     page = sign_in(browser, oauth_harbor, "alice")
     page.goto("/console/new/")

@@ -4,6 +4,7 @@ recorded (through manage.py shell against its database)."""
 import json
 import re
 import time
+from typing import Any
 
 import httpx
 
@@ -20,7 +21,7 @@ from runs.models import Event, Run
 """
 
 
-def in_server(harbor: LiveHarbor, body: str, *, env: dict | None = None):
+def in_server(harbor: LiveHarbor, body: str, *, env: dict | None = None) -> Any:
     from tests.live import run_manage
 
     output = run_manage({**harbor.env, **(env or {})}, "shell", "-c", SHELL.format(body=body))

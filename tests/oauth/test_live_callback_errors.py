@@ -33,20 +33,20 @@ def expect(client: httpx.Client, url: str, status: int, code: str) -> None:
     assert data.status_code == status and data.json()["code"] == code and data.json()["message"]
 
 
-def test_a_callback_without_state_or_code_is_invalid_request(oauth_harbor):
+def test_a_callback_without_state_or_code_is_invalid_request(oauth_harbor) -> None:
     alice = signed_in(oauth_harbor, "alice")
     expect(alice, CALLBACK, 400, "invalid_request")
     expect(alice, f"{CALLBACK}?code=abc", 400, "invalid_request")
     expect(alice, f"{CALLBACK}?state=hrbs_abc", 400, "invalid_request")
 
 
-def test_an_unknown_state_is_flow_not_found(oauth_harbor):
+def test_an_unknown_state_is_flow_not_found(oauth_harbor) -> None:
     alice = signed_in(oauth_harbor, "alice")
     expect(alice, f"{CALLBACK}?state=hrbs_{'x' * 43}&code=abc", 404, "flow_not_found")
     expect(alice, f"{CALLBACK}?state=not-even-ours&code=abc", 404, "flow_not_found")
 
 
-def test_another_person_cannot_complete_the_sign_in_state_mismatch(oauth_harbor, live_provider):
+def test_another_person_cannot_complete_the_sign_in_state_mismatch(oauth_harbor, live_provider) -> None:
     alice, run_id, payload = parked(oauth_harbor)
     callback = ProviderBrowser(live_provider, "bob").consent(payload["AuthorizeURL"])  # bob's own provider login
     path = callback.removeprefix(oauth_harbor.url)
@@ -66,7 +66,7 @@ def test_another_person_cannot_complete_the_sign_in_state_mismatch(oauth_harbor,
     assert "Stand-up" in wait_status(oauth_harbor, run_id, "complete")["answer"]
 
 
-def test_a_denied_consent_is_authorization_denied_and_rejects_the_pause(oauth_harbor, live_provider):
+def test_a_denied_consent_is_authorization_denied_and_rejects_the_pause(oauth_harbor, live_provider) -> None:
     alice, run_id, payload = parked(oauth_harbor)
     callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"], allow=False)
     assert "error=access_denied" in callback
@@ -79,7 +79,9 @@ def test_a_denied_consent_is_authorization_denied_and_rejects_the_pause(oauth_ha
     assert alice.get(callback, headers=JSON).json()["code"] == "flow_not_found"
 
 
-def test_an_expired_flow_is_flow_expired_the_pause_stays_open_and_she_can_start_again(oauth_harbor, live_provider):
+def test_an_expired_flow_is_flow_expired_the_pause_stays_open_and_she_can_start_again(
+    oauth_harbor, live_provider
+) -> None:
     alice, run_id, payload = parked(oauth_harbor)
     in_server(
         oauth_harbor,
@@ -126,7 +128,7 @@ def _restore_source(harbor, provider) -> None:
     )
 
 
-def test_a_refused_exchange_is_exchange_failed_and_she_can_try_again(oauth_harbor, live_provider):
+def test_a_refused_exchange_is_exchange_failed_and_she_can_try_again(oauth_harbor, live_provider) -> None:
     alice, run_id, payload = parked(oauth_harbor)
     in_server(
         oauth_harbor,
@@ -148,7 +150,7 @@ def test_a_refused_exchange_is_exchange_failed_and_she_can_try_again(oauth_harbo
     wait_status(oauth_harbor, run_id, "complete")
 
 
-def test_a_provider_that_is_down_answers_a_clear_page_not_a_500(oauth_harbor, live_provider):
+def test_a_provider_that_is_down_answers_a_clear_page_not_a_500(oauth_harbor, live_provider) -> None:
     alice, run_id, payload = parked(oauth_harbor)
     callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
     _set_source(oauth_harbor, token_url=f"http://127.0.0.1:{free_port()}/o/token/")  # nothing listens there
@@ -162,7 +164,7 @@ def test_a_provider_that_is_down_answers_a_clear_page_not_a_500(oauth_harbor, li
         _restore_source(oauth_harbor, live_provider)
 
 
-def test_a_signed_out_browser_is_asked_to_sign_in_first(oauth_harbor):
+def test_a_signed_out_browser_is_asked_to_sign_in_first(oauth_harbor) -> None:
     anonymous = httpx.Client(base_url=oauth_harbor.url)
     page = anonymous.get(f"{CALLBACK}?state=hrbs_{'y' * 43}&code=abc")
     assert page.status_code == 401 and "Sign in to Harbor" in page.text and "/login/?next=" in page.text

@@ -27,7 +27,7 @@ def sign_in_through_provider(harbor, provider, person: str, client: httpx.Client
     return run_id, client.get(callback)
 
 
-def test_a_run_parks_alice_signs_in_and_the_same_call_completes_with_her_calendar(oauth_harbor, live_provider):
+def test_a_run_parks_alice_signs_in_and_the_same_call_completes_with_her_calendar(oauth_harbor, live_provider) -> None:
     alice = signed_in(oauth_harbor, "alice")
     forget_credentials(oauth_harbor, "alice")
     run_id = start_calendar_run(alice)
@@ -78,7 +78,7 @@ def test_a_run_parks_alice_signs_in_and_the_same_call_completes_with_her_calenda
     assert again.status_code == 404 and again.json()["code"] == "flow_not_found"
 
 
-def test_the_stored_credential_is_used_next_time_without_a_pause(oauth_harbor, live_provider):
+def test_the_stored_credential_is_used_next_time_without_a_pause(oauth_harbor, live_provider) -> None:
     bob = signed_in(oauth_harbor, "bob")
     run_id, page = sign_in_through_provider(oauth_harbor, live_provider, "bob", bob)
     assert page.status_code == 200
@@ -89,7 +89,7 @@ def test_the_stored_credential_is_used_next_time_without_a_pause(oauth_harbor, l
     assert done["pauses"] == 0 and "Approvals triage" in done["answer"]
 
 
-def test_an_expired_access_token_is_refreshed_without_a_pause(oauth_harbor, live_provider):
+def test_an_expired_access_token_is_refreshed_without_a_pause(oauth_harbor, live_provider) -> None:
     alice = signed_in(oauth_harbor, "alice")
     run_id, _ = sign_in_through_provider(oauth_harbor, live_provider, "alice", alice)
     wait_status(oauth_harbor, run_id, "complete")
@@ -128,7 +128,7 @@ def test_an_expired_access_token_is_refreshed_without_a_pause(oauth_harbor, live
     assert after["refresh_token"] != before["refresh_token"]  # the provider rotates refresh tokens
 
 
-def test_a_revoked_credential_makes_the_next_call_pause_again(oauth_harbor, live_provider):
+def test_a_revoked_credential_makes_the_next_call_pause_again(oauth_harbor, live_provider) -> None:
     gina = signed_in(oauth_harbor, "gina")
     run_id, _ = sign_in_through_provider(oauth_harbor, live_provider, "gina", gina)
     wait_status(oauth_harbor, run_id, "complete")
@@ -153,7 +153,7 @@ def test_a_revoked_credential_makes_the_next_call_pause_again(oauth_harbor, live
     assert open_pause(oauth_harbor, second)["cause"] == "tool_oauth"
 
 
-def test_the_credential_table_holds_nothing_usable_without_its_key(oauth_harbor, live_provider):
+def test_the_credential_table_holds_nothing_usable_without_its_key(oauth_harbor, live_provider) -> None:
     alice = signed_in(oauth_harbor, "alice")
     run_id, _ = sign_in_through_provider(oauth_harbor, live_provider, "alice", alice)
     wait_status(oauth_harbor, run_id, "complete")
