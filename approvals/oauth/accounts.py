@@ -1,11 +1,14 @@
 """The Connected accounts page: the sources a person has signed in to (in the tenant they
 work in), and a way to disconnect each. A disconnected source asks again next time."""
 
+from typing import cast
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from runs.identity.callers import Caller
 from runs.web.views import member_required
 
 from .callback import Outcome
@@ -14,10 +17,14 @@ from .credentials import credential_list, credential_revoke
 from .sources import SourceMissing, source_get
 
 
+def _caller(request: HttpRequest) -> Caller:
+    return cast(Caller, getattr(request, "caller"))  # set by member_required
+
+
 @member_required
 @require_GET
 def connected_accounts(request: HttpRequest) -> HttpResponse:
-    caller = request.caller
+    caller = _caller(request)
     rows = []
     for credential in credential_list(tenant=caller.tenant, user=caller.user):
         try:
@@ -31,7 +38,7 @@ def connected_accounts(request: HttpRequest) -> HttpResponse:
 @member_required
 @require_POST
 def disconnect(request: HttpRequest, source_name: str) -> HttpResponse:
-    caller = request.caller
+    caller = _caller(request)
     try:
         source = source_get(caller.tenant, source_name)
     except SourceMissing:
@@ -48,7 +55,7 @@ def disconnect(request: HttpRequest, source_name: str) -> HttpResponse:
 def sign_in_again(request: HttpRequest, pause_id: str) -> HttpResponse:
     """A new sign-in for one of the person's open tool_oauth pauses (after its flow expired)."""
     try:
-        url = flow_restart(tenant=request.caller.tenant, user=request.caller.user, pause_id=pause_id)
+        url = flow_restart(tenant=_caller(request).tenant, user=_caller(request).user, pause_id=pause_id)
     except FlowGone as gone:
         messages.error(request, str(gone))
         return redirect("approvals:inbox")

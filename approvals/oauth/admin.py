@@ -64,8 +64,16 @@ class OAuthSourceAdmin(admin.ModelAdmin):
 class OAuthCredentialAdmin(admin.ModelAdmin):
     list_display = ["user", "tenant", "source_name", "scopes", "expires_at", "connected_at", "last_used_at"]
     list_filter = ["tenant", "source_name"]
-    fields = ["tenant", "user", "source_name", "scopes", "expires_at", "connected_at", "refreshed_at", "last_used_at"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "tenant",
+        "user",
+        "source_name",
+        "scopes",
+        "expires_at",
+        "connected_at",
+        "refreshed_at",
+        "last_used_at",
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -78,7 +86,7 @@ class OAuthCredentialAdmin(admin.ModelAdmin):
 class OAuthFlowAdmin(admin.ModelAdmin):
     list_display = ["id", "user", "tenant", "source_name", "created_at", "expires_at", "used_at", "outcome"]
     list_filter = ["tenant", "outcome"]
-    fields = [
+    fields = readonly_fields = (
         "tenant",
         "user",
         "run",
@@ -89,8 +97,7 @@ class OAuthFlowAdmin(admin.ModelAdmin):
         "expires_at",
         "used_at",
         "outcome",
-    ]
-    readonly_fields = fields
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -3,7 +3,7 @@ then the flow): complete it (store the credential, narrate, resume the pause) or
 denial (the pause resolves `reject`, terminal). The code exchange happens before, outside
 any transaction: a provider call never holds a lock."""
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -63,7 +63,7 @@ def flow_deny(*, flow: OAuthFlow, source: Source, error: str) -> Pause:
         return pause
 
 
-def flow_restart(*, tenant: Tenant, user: AbstractBaseUser, pause_id: str) -> str:
+def flow_restart(*, tenant: Tenant, user: User, pause_id: str) -> str:
     """Start the sign-in of a person's open tool_oauth pause again (its flow expired): a new
     state and verifier, the earlier flows of the pause retired. The new authorize URL."""
     previous = OAuthFlow.objects.filter(pause_id=pause_id, tenant=tenant, user=user).order_by("-created_at").first()

@@ -6,7 +6,7 @@ call asks the person to sign in again."""
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from runs.models import Tenant
@@ -40,7 +40,7 @@ def _sealed_fields(token: dict, previous: dict | None = None) -> dict[str, Any]:
     return {"sealed": seal(kept), "expires_at": expires_at, "scopes": token.get("scope", "")}
 
 
-def credential_store(*, tenant: Tenant, user: AbstractBaseUser, source: Source, token: dict) -> OAuthCredential:
+def credential_store(*, tenant: Tenant, user: User, source: Source, token: dict) -> OAuthCredential:
     """Keep (or replace) a person's tokens for a source, from a token response."""
     credential, _ = OAuthCredential.objects.update_or_create(
         tenant=tenant, user=user, source_name=source.name, defaults={**_sealed_fields(token), "refreshed_at": None}
@@ -48,11 +48,11 @@ def credential_store(*, tenant: Tenant, user: AbstractBaseUser, source: Source, 
     return credential
 
 
-def credential_list(*, tenant: Tenant, user: AbstractBaseUser) -> list[OAuthCredential]:
+def credential_list(*, tenant: Tenant, user: User) -> list[OAuthCredential]:
     return list(OAuthCredential.objects.filter(tenant=tenant, user=user).order_by("source_name"))
 
 
-def credential_revoke(*, tenant: Tenant, user: AbstractBaseUser, source: Source | None, source_name: str) -> bool:
+def credential_revoke(*, tenant: Tenant, user: User, source: Source | None, source_name: str) -> bool:
     """Forget a person's credential (and ask the provider to revoke its tokens)."""
     credential = OAuthCredential.objects.filter(tenant=tenant, user=user, source_name=source_name).first()
     if credential is None:
@@ -69,7 +69,7 @@ def credential_revoke(*, tenant: Tenant, user: AbstractBaseUser, source: Source 
     return True
 
 
-def access_token(*, tenant: Tenant, user: AbstractBaseUser, source: Source, force_refresh: bool = False) -> str | None:
+def access_token(*, tenant: Tenant, user: User, source: Source, force_refresh: bool = False) -> str | None:
     """A usable access token, refreshed if it has expired; None when the person must sign
     in (no credential, or one the provider no longer honours). ProviderDown propagates.
 

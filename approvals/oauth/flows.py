@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils import timezone
 
+from approvals.models import Pause
 from runs.models import Run, Tenant
 
 from . import client
@@ -28,7 +29,7 @@ class PendingFlow:
     """A flow begun by a tool, not yet stored: it is written with its pause (`bind`)."""
 
     tenant: Tenant
-    user: AbstractBaseUser
+    user: User
     run_id: str
     source: Source
     state: str
@@ -36,7 +37,7 @@ class PendingFlow:
     redirect_uri: str
     authorize_url: str
 
-    def bind(self, pause: object) -> OAuthFlow:
+    def bind(self, pause: Pause) -> OAuthFlow:
         """Store the flow, bound to the pause just minted (inside the parking transaction)."""
         return OAuthFlow.objects.create(
             tenant=self.tenant,

@@ -50,10 +50,10 @@ def oauth_get(ctx: ToolContext, source_name: str, path: str) -> dict:
     response = client.api_get(source, path, token)
     if response.status_code == 401:
         run = Run.objects.select_related("tenant", "owner").get(pk=ctx.run_id)
-        token = access_token(tenant=run.tenant, user=run.owner, source=source, force_refresh=True)
-        if token is None:
+        fresh = access_token(tenant=run.tenant, user=run.owner, source=source, force_refresh=True)
+        if fresh is None:
             raise _pause_for_sign_in(run, source)
-        response = client.api_get(source, path, token)
+        response = client.api_get(source, path, fresh)
     _raise_for_status(response)
     return response.json()
 
