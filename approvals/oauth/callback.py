@@ -73,6 +73,16 @@ def _handle(request: HttpRequest) -> Outcome:
     except SourceMissing:
         return Outcome(502, "exchange_failed", "Provider not configured", f"The source {flow.source_name} is gone.")
     outcome = dict(source=source.display_name, run_id=flow.run_id)
+    if error and error != "access_denied":
+        # The provider failed the request itself (a bad scope, its own outage): not her refusal.
+        return Outcome(
+            502,
+            "exchange_failed",
+            "Sign-in failed",
+            f"{source.display_name} could not complete the sign-in ({error[:100]}). The run still waits: "
+            "try signing in again.",
+            **outcome,
+        )
     if error:
         try:
             flow_deny(flow=flow, source=source, error=error)

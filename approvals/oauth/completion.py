@@ -25,7 +25,7 @@ class FlowGone(Exception):
 
 
 def _locked(flow: OAuthFlow) -> tuple[Run, Pause, OAuthFlow]:
-    run = Run.objects.select_for_update(no_key=True).select_related("owner", "tenant").get(pk=flow.run_id)
+    run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("owner", "tenant").get(pk=flow.run_id)
     pause = Pause.objects.select_for_update(no_key=True).get(pk=flow.pause_id)
     locked = OAuthFlow.objects.select_for_update().get(pk=flow.pk)
     if locked.used_at is not None or not pause.is_open or pause.cause != Cause.TOOL_OAUTH:

@@ -152,6 +152,9 @@ def test_a_refused_exchange_is_exchange_failed_and_she_can_try_again(oauth_harbo
 
 def test_a_provider_that_is_down_answers_a_clear_page_not_a_500(oauth_harbor, live_provider) -> None:
     alice, run_id, payload = parked(oauth_harbor)
+    # A provider error that is not her refusal leaves the pause open.
+    expect(alice, f"{CALLBACK}?state={payload['State']}&error=server_error", 502, "exchange_failed")
+    assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
     callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
     _set_source(oauth_harbor, token_url=f"http://127.0.0.1:{free_port()}/o/token/")  # nothing listens there
     try:
