@@ -103,3 +103,8 @@ def test_the_admin_seals_a_new_client_secret_and_never_shows_it_back(people: Peo
     assert source_get(people.acme, "calendar").client_secret == "typed-in-secret"
     assert client.get("/admin/approvals/oauthcredential/").status_code == 200
     assert client.get("/admin/approvals/oauthflow/add/").status_code == 403
+
+
+def test_the_demo_provider_is_no_part_of_the_app(settings) -> None:
+    """It runs in a process of its own; the app only ever calls it over HTTP."""
+    assert not any(app.startswith(("oauth2_provider", "approvals.oauth.provider")) for app in settings.INSTALLED_APPS)
