@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from approvals.models import DecisionRefusal, Pause
+from approvals.oauth import admin as oauth_admin  # noqa: F401  (registers the OAuth models)
 from runs.audit_admin import ReadOnlyAdmin
 
 
@@ -32,4 +33,3 @@ class PauseAdmin(ReadOnlyAdmin):
 class DecisionRefusalAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "actor_tenant", "actor_user", "actor_session", "address", "method", "code", "pause"]
     list_filter = ["actor_tenant", "code", "method"]
-from .oauth import admin as oauth_admin  # noqa: F401,E402  (registers the OAuth models)

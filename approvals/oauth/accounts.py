@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.identity.callers import Caller
-from runs.web.views import member_required
+from runs.web.access import member_required
 
 from .callback import Outcome
 from .completion import FlowGone, flow_restart

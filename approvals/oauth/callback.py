@@ -11,7 +11,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from runs.domain.errors import HarborError
-from runs.web.views import web_caller
+from runs.web.access import web_caller
 
 from . import client
 from .completion import FlowGone, flow_complete, flow_deny

@@ -7,12 +7,12 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.models import Cause, Decision, Pause
 from approvals.domain.services import pause_close, pause_decide
+from approvals.models import Cause, Decision, Pause
 from runs.domain import events
+from runs.domain.transitions import run_reject
 from runs.identity.callers import Caller
 from runs.models import Run, Tenant
-from runs.domain.transitions import run_reject
 
 from .credentials import credential_store
 from .flows import flow_begin

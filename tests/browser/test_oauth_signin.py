@@ -25,7 +25,9 @@ def test_alice_signs_in_from_the_inbox_card_and_the_run_completes(
     page.get_by_label("Query").fill("What is on my calendar?")
     page.get_by_role("button", name=re.compile("Start")).click()
     page.wait_for_url(re.compile(r"/console/runs/\w+/"))
-    run_id = re.search(r"/console/runs/(\w+)/", page.url).group(1)
+    found = re.search(r"/console/runs/(\w+)/", page.url)
+    assert found
+    run_id = found.group(1)
     wait_status(oauth_harbor, run_id, "paused")
 
     page.goto("/inbox/")

@@ -45,7 +45,9 @@ def start_calendar_run(client: httpx.Client) -> str:
         data={**form_fields(page.text), "query": "what is on my calendar?", "agent_id": "calendar", "priority": "0"},
     )
     assert answer.status_code == 302, answer.text[:300]
-    return re.search(r"/console/runs/(\w+)/", answer.headers["location"]).group(1)
+    found = re.search(r"/console/runs/(\w+)/", answer.headers["location"])
+    assert found, answer.headers["location"]
+    return found.group(1)
 
 
 def run_state(harbor: LiveHarbor, run_id: str) -> dict:

@@ -96,10 +96,13 @@ def test_an_expired_flow_is_flow_expired_the_pause_stays_open_and_she_can_start_
 
     # The expired page offers a new sign-in for the same pause.
     expired = alice.get(callback)
-    action = re.search(r'<form method="post" action="([^"]+)"', expired.text).group(1)
+    form = re.search(r'<form method="post" action="([^"]+)"', expired.text)
+    assert form, "the expired page offers no new sign-in"
+    action = form.group(1)
     ready = alice.post(action, data=form_fields(expired.text))
-    assert ready.status_code == 200
-    fresh_url = re.search(r'href="([^"]+)" data-oauth-signin', ready.text).group(1).replace("&amp;", "&")
+    link = re.search(r'href="([^"]+)" data-oauth-signin', ready.text)
+    assert ready.status_code == 200 and link
+    fresh_url = link.group(1).replace("&amp;", "&")
     assert httpx.URL(fresh_url).params["state"] != payload["State"]
     fresh = ProviderBrowser(live_provider, "alice").consent(fresh_url)
     assert alice.get(fresh).status_code == 200
