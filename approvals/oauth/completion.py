@@ -4,7 +4,6 @@ denial (the pause resolves `reject`, terminal). The code exchange happens before
 any transaction: a provider call never holds a lock."""
 
 from django.contrib.auth.models import User
-from django.db import transaction
 from django.utils import timezone
 
 from approvals.domain.services import pause_close, pause_decide
@@ -37,7 +36,7 @@ def flow_complete(*, flow: OAuthFlow, source: Source, token: dict) -> Pause:
     """Store the credential and resume the pause through the one decision path, as the
     pausing identity (the flow is bound to it, and the callback checked the signed-in
     person is that identity)."""
-    with transaction.atomic(durable=True):
+    with events.atomic():
         run, pause, locked = _locked(flow)
         credential_store(tenant=run.tenant, user=locked.user, source=source, token=token)
         OAuthFlow.objects.filter(pk=locked.pk).update(used_at=timezone.now(), outcome="completed")
@@ -48,13 +47,15 @@ def flow_complete(*, flow: OAuthFlow, source: Source, token: dict) -> Pause:
             payload={"SourceName": source.display_name, "PauseToken": events.SEALED},
         )
         caller = Caller(tenant=run.tenant, user=locked.user, session=pause.identity_session)
-        pause_decide(caller=caller, run=run, method="resume", token=None, reason=f"signed in to {source.display_name}")
+        pause_decide(
+            caller=caller, run=run, method="resume", pause_id=pause.pk, reason=f"signed in to {source.display_name}"
+        )
         return pause
 
 
 def flow_deny(*, flow: OAuthFlow, source: Source, error: str) -> Pause:
     """The person refused consent upstream: the pause resolves `reject` and the run ends."""
-    with transaction.atomic(durable=True):
+    with events.atomic():
         run, pause, locked = _locked(flow)
         OAuthFlow.objects.filter(pk=locked.pk).update(used_at=timezone.now(), outcome="denied")
         reason = f"{locked.user.get_username()} denied access to {source.display_name} ({error})"
@@ -71,7 +72,7 @@ def flow_restart(*, tenant: Tenant, user: User, pause_id: str) -> str:
         raise FlowGone("no sign-in of yours waits under that pause")
     run = Run.objects.select_related("tenant", "owner").get(pk=previous.run_id)
     pending = flow_begin(run=run, source=source_get(tenant, previous.source_name))  # no provider call
-    with transaction.atomic(durable=True):
+    with events.atomic():
         Run.objects.select_for_update(no_key=True).get(pk=run.pk)
         pause = Pause.objects.select_for_update(no_key=True).get(pk=pause_id)
         if not pause.is_open:

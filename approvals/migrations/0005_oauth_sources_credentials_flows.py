@@ -9,8 +9,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0002_decisionrefusal_address_index'),
-        ('runs', '0002_tool_call_ledger'),
+        ('approvals', '0004_role_permission_rows_gone'),
+        ('runs', '0003_visibility_indexes'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
