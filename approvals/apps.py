@@ -7,3 +7,6 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         from .a2a import trip  # noqa: F401  (registers the trip agent, which delegates over A2A)
+        from .oauth import calendar_agent
+
+        calendar_agent.register()

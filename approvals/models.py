@@ -5,6 +5,8 @@ from runs.domain.audit import AppendOnlyModel
 from runs.domain.ids import new_ulid
 from runs.models import Run, Tenant
 
+from .oauth.models import OAuthCredential, OAuthFlow, OAuthSource  # noqa: F401  (models of this app)
+
 
 class Cause(models.TextChoices):
     HITL_APPROVAL = "hitl_approval"

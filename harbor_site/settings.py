@@ -306,6 +306,26 @@ CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "runs.tasks.sweep", "schedule": timedelta(seconds=HARBOR_SWEEP_SECONDS)},
 }
 
+# --- Tool-side OAuth (approvals.oauth) -------------------------------------------------------
+# Keys sealing OAuth credentials, client secrets and PKCE verifiers, newest first, their own
+# list (rotate like HARBOR_TOKEN_KEYS: prepend, re-seal, drop the old). Unset: a generated
+# local key on the embedded default; SECRET_KEY in production.
+HARBOR_CREDENTIAL_KEYS = [k.strip() for k in os.environ.get("HARBOR_CREDENTIAL_KEYS", "").split(",") if k.strip()] or [
+    _local_secret("credential-key") if EMBEDDED else SECRET_KEY
+]
+# How long a sign-in (the `state` of a tool_oauth pause) may take, in seconds.
+HARBOR_OAUTH_FLOW_TTL = int(os.environ.get("HARBOR_OAUTH_FLOW_TTL", "600"))
+# Where providers send people back: this server's public address of the callback.
+HARBOR_OAUTH_REDIRECT_URI = os.environ.get(
+    "HARBOR_OAUTH_REDIRECT_URI", f"http://127.0.0.1:{os.environ.get('PORT', '8000')}/v1/tools/oauth/callback"
+)
+# Sources configured from the environment, as JSON (see approvals.oauth.sources); an admin's
+# row in the Django admin wins over an entry here.
+try:
+    HARBOR_OAUTH_SOURCES = json.loads(os.environ.get("HARBOR_OAUTH_SOURCES", "") or "[]")
+except ValueError as error:
+    raise ImproperlyConfigured(f"HARBOR_OAUTH_SOURCES is not valid JSON: {error}") from None
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -15,6 +15,7 @@ def health(request: HttpRequest) -> JsonResponse:
 urlpatterns = [
     path("healthz", health, name="health"),
     path("admin/", admin.site.urls),
+    path("", include("approvals.oauth.urls")),  # before /v1/'s catch-all: the OAuth callback
     path("v1/", include("runs.protocol.urls")),
     path("", include("approvals.web.urls")),
     path("", include("runs.web.urls")),

@@ -80,6 +80,7 @@ from runs.runtime.planner import CallTool, Finish  # noqa: E402
 from runs.runtime.registry import Agent, register_agent, unregister_agent  # noqa: E402
 from runs.runtime.tools import Tool  # noqa: E402
 from tests.live import live_harbor  # noqa: E402,F401  (the shared live-server fixture)
+from tests.oauth_live import live_provider, oauth_harbor  # noqa: E402,F401  (the demo OAuth provider, live)
 
 
 class GatedProbe:

@@ -114,6 +114,7 @@ def live_harbor():
         _admin_sql(f'CREATE DATABASE "{database}"')
     port = free_port()
     harbor = LiveHarbor(url=f"http://127.0.0.1:{port}", env=env, var_dir=var_dir)
+    env["HARBOR_OAUTH_REDIRECT_URI"] = f"{harbor.url}/v1/tools/oauth/callback"  # tests/oauth_live.py
     log = open(var_dir / "server.log", "w")
     try:
         harbor.manage("migrate", "--noinput", "-v0")

@@ -52,6 +52,7 @@ def execute(lease: Lease, call: Call) -> bool:
                 deadline=pause.deadline,
                 tool=call.tool.name,
                 companion=(pause.companion, tool_pause_companion(pause.payload, events.SEALED)),
+                on_park=pause.on_park,
             )
 
         return _record(lease, call, ToolCallOutcome.PAUSED, park_signalled)

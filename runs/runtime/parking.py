@@ -2,10 +2,11 @@
 call (and an approval it already holds) stays in the checkpoint, and the pause is minted by
 approvals.domain.services.pause_park."""
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from approvals.domain.services import pause_park
-from approvals.models import Cause, Reason
+from approvals.models import Cause, Pause, Reason
 from runs.domain import events
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 from runs.domain.event_types import CompanionPayload, ToolApprovalRequested
@@ -27,6 +28,7 @@ def park(
     tool: str = "",
     companion: tuple[str, CompanionPayload] | None = None,
     history_entry: dict | None = None,
+    on_park: Callable[[Pause], object] | None = None,
 ) -> bool:
     """Mint a pause (run lock held). A context that cannot be checkpointed fails the pause
     and the run, naming the field. A pending call (and an approval it already holds) is
@@ -44,7 +46,7 @@ def park(
         checkpoint["history"] = [*checkpoint.get("history", []), history_entry]
         checkpoint["step"] = step + 1
     run.checkpoint = checkpoint
-    pause_park(
+    pause, _ = pause_park(
         run=run,
         cause=cause,
         reason=reason,
@@ -57,6 +59,8 @@ def park(
         companion=companion,
         summary=summary,
     )
+    if on_park is not None:
+        on_park(pause)  # in this transaction: what the tool binds to the pause exists with it
     return False
 
 

@@ -41,7 +41,9 @@ class Tool:
 class ToolPause(Exception):
     """Raised by a tool to signal that it cannot go on without an intervention (an OAuth
     sign-in, a remote agent's question). The runtime parks the run; on resume the same
-    call runs again with `ctx.resumed` set."""
+    call runs again with `ctx.resumed` set. `on_park`, if given, is called with the new
+    pause inside the transaction that mints it (to bind state of the tool's own to it,
+    such as an OAuth sign-in flow)."""
 
     def __init__(
         self,
@@ -52,10 +54,12 @@ class ToolPause(Exception):
         companion: str,
         summary: str = "",
         deadline: timedelta | None = None,
+        on_park: Callable[[Any], object] | None = None,
     ) -> None:
         super().__init__(summary or cause)
         self.cause, self.reason, self.payload = cause, reason, payload
         self.companion, self.summary, self.deadline = companion, summary, deadline
+        self.on_park = on_park
 
 
 class Interrupted(Exception):

@@ -1,0 +1,139 @@
+"""GET /v1/tools/oauth/callback (PROTOCOL §6): where the provider sends the person back.
+Every outcome is a page a person can read and a protocol error code a program can branch
+on (JSON when the request asks for it)."""
+
+import logging
+from dataclasses import dataclass
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from runs.domain.errors import HarborError
+from runs.web.access import web_caller
+
+from . import client
+from .completion import FlowGone, flow_complete, flow_deny
+from .flows import flow_expired, flow_find
+from .sealing import Unsealable, unseal
+from .sources import SourceMissing, source_get
+
+log = logging.getLogger("harbor.oauth")
+
+
+@dataclass
+class Outcome:
+    status: int
+    code: str
+    title: str
+    message: str
+    source: str = ""
+    run_id: str = ""
+    pause_id: str = ""
+    authorize_url: str = ""
+
+
+def _respond(request: HttpRequest, outcome: Outcome) -> HttpResponse:
+    if "application/json" in request.headers.get("Accept", "") and "text/html" not in request.headers.get("Accept", ""):
+        if outcome.status == 200:
+            return JsonResponse({"status": "authorization_complete", "run": outcome.run_id, "source": outcome.source})
+        body = {"code": outcome.code, "error": outcome.code, "message": outcome.message}
+        return JsonResponse(body, status=outcome.status)
+    return render(request, "approvals/oauth_callback.html", {"outcome": outcome}, status=outcome.status)
+
+
+@never_cache
+@require_GET
+def oauth_callback(request: HttpRequest) -> HttpResponse:
+    try:
+        return _respond(request, _handle(request))
+    except Exception:  # a bug must still answer with the protocol's shape, never Django's page
+        log.exception("OAuth callback failed")
+        return _respond(
+            request, Outcome(500, "runtime_error", "Something went wrong", "The sign-in could not be completed.")
+        )
+
+
+def _handle(request: HttpRequest) -> Outcome:
+    state, code, error = (request.GET.get(name, "") for name in ("state", "code", "error"))
+    if not state or not (code or error):
+        return Outcome(400, "invalid_request", "Incomplete sign-in", "The provider's answer lacks its state or code.")
+    if not request.user.is_authenticated:
+        return Outcome(401, "identity_required", "Sign in first", "Sign in to Harbor, then follow the link again.")
+    flow = flow_find(state)
+    if flow is None or flow.used_at is not None:
+        return Outcome(404, "flow_not_found", "Unknown sign-in", "This sign-in is unknown or was already used.")
+    caller = web_caller(request)
+    if caller is None or caller.tenant.pk != flow.tenant_id or request.user.pk != flow.user_id:
+        log.warning("OAuth callback for flow %s by %s refused: another identity", flow.pk, request.user)
+        return Outcome(400, "state_mismatch", "Not your sign-in", "This sign-in was started for someone else.")
+    try:
+        source = source_get(flow.tenant, flow.source_name)
+    except SourceMissing:
+        return Outcome(502, "exchange_failed", "Provider not configured", f"The source {flow.source_name} is gone.")
+    outcome = dict(source=source.display_name, run_id=flow.run_id)
+    if error and error != "access_denied":
+        # The provider failed the request itself (a bad scope, its own outage): not her refusal.
+        return Outcome(
+            502,
+            "exchange_failed",
+            "Sign-in failed",
+            f"{source.display_name} could not complete the sign-in ({error[:100]}). The run still waits: "
+            "try signing in again.",
+            **outcome,
+        )
+    if error:
+        try:
+            flow_deny(flow=flow, source=source, error=error)
+        except FlowGone as gone:
+            return Outcome(404, "flow_not_found", "Unknown sign-in", str(gone))
+        return Outcome(
+            400,
+            "authorization_denied",
+            "Access denied",
+            f"You did not allow access to {source.display_name}: the run has ended.",
+            **outcome,
+        )
+    if flow_expired(flow):
+        return Outcome(
+            410,
+            "flow_expired",
+            "Sign-in expired",
+            "This sign-in took too long. The run still waits: start the sign-in again.",
+            pause_id=flow.pause_id,
+            **outcome,
+        )
+    try:
+        token = client.exchange_code(
+            source, code=code, verifier=unseal(flow.verifier_sealed), redirect_uri=flow.redirect_uri
+        )
+    except (client.ProviderRefused, Unsealable) as refused:
+        log.warning("OAuth code exchange for flow %s refused: %s", flow.pk, refused)
+        return Outcome(
+            502,
+            "exchange_failed",
+            "Sign-in failed",
+            f"{source.display_name} refused to complete the sign-in ({refused}). The run still waits: "
+            "try signing in again.",
+            **outcome,
+        )
+    except client.ProviderDown as down:
+        return Outcome(
+            502,
+            "exchange_failed",
+            f"{source.display_name} is not answering",
+            f"{down}. The run still waits: try signing in again in a moment.",
+            **outcome,
+        )
+    try:
+        flow_complete(flow=flow, source=source, token=token)
+    except (FlowGone, HarborError) as gone:
+        return Outcome(404, "flow_not_found", "Unknown sign-in", str(gone))
+    return Outcome(
+        200,
+        "",
+        "Authorization complete",
+        f"You are signed in to {source.display_name}. The run goes on; you can close this page.",
+        **outcome,
+    )

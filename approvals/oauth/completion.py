@@ -1,0 +1,82 @@
+"""What the callback does to a flow, each under the run's lock (lock order: run, pause,
+then the flow): complete it (store the credential, narrate, resume the pause) or record a
+denial (the pause resolves `reject`, terminal). The code exchange happens before, outside
+any transaction: a provider call never holds a lock."""
+
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from approvals.domain.services import pause_close, pause_decide
+from approvals.models import Cause, Decision, Pause
+from runs.domain import events
+from runs.domain.transitions import run_reject
+from runs.identity.callers import Caller
+from runs.models import Run, Tenant
+
+from .credentials import credential_store
+from .flows import flow_begin
+from .models import OAuthFlow
+from .sources import Source, source_get
+
+
+class FlowGone(Exception):
+    """The flow was used, or its pause resolved, while the callback was working."""
+
+
+def _locked(flow: OAuthFlow) -> tuple[Run, Pause, OAuthFlow]:
+    run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("owner", "tenant").get(pk=flow.run_id)
+    pause = Pause.objects.select_for_update(no_key=True).get(pk=flow.pause_id)
+    locked = OAuthFlow.objects.select_for_update().get(pk=flow.pk)
+    if locked.used_at is not None or not pause.is_open or pause.cause != Cause.TOOL_OAUTH:
+        raise FlowGone("this sign-in was already completed, or the run no longer waits for it")
+    return run, pause, locked
+
+
+def flow_complete(*, flow: OAuthFlow, source: Source, token: dict) -> Pause:
+    """Store the credential and resume the pause through the one decision path, as the
+    pausing identity (the flow is bound to it, and the callback checked the signed-in
+    person is that identity)."""
+    with events.atomic():
+        run, pause, locked = _locked(flow)
+        credential_store(tenant=run.tenant, user=locked.user, source=source, token=token)
+        OAuthFlow.objects.filter(pk=locked.pk).update(used_at=timezone.now(), outcome="completed")
+        events.emit(
+            run=run,
+            type=events.TOOL_AUTH_COMPLETED,
+            pause=pause,
+            payload={"SourceName": source.display_name, "PauseToken": events.SEALED},
+        )
+        caller = Caller(tenant=run.tenant, user=locked.user, session=pause.identity_session)
+        pause_decide(
+            caller=caller, run=run, method="resume", pause_id=pause.pk, reason=f"signed in to {source.display_name}"
+        )
+        return pause
+
+
+def flow_deny(*, flow: OAuthFlow, source: Source, error: str) -> Pause:
+    """The person refused consent upstream: the pause resolves `reject` and the run ends."""
+    with events.atomic():
+        run, pause, locked = _locked(flow)
+        OAuthFlow.objects.filter(pk=locked.pk).update(used_at=timezone.now(), outcome="denied")
+        reason = f"{locked.user.get_username()} denied access to {source.display_name} ({error})"
+        pause_close(run=run, pause=pause, decision=Decision.REJECT, reason=reason)
+        run_reject(run, reason)
+        return pause
+
+
+def flow_restart(*, tenant: Tenant, user: User, pause_id: str) -> str:
+    """Start the sign-in of a person's open tool_oauth pause again (its flow expired): a new
+    state and verifier, the earlier flows of the pause retired. The new authorize URL."""
+    previous = OAuthFlow.objects.filter(pause_id=pause_id, tenant=tenant, user=user).order_by("-created_at").first()
+    if previous is None:
+        raise FlowGone("no sign-in of yours waits under that pause")
+    run = Run.objects.select_related("tenant", "owner").get(pk=previous.run_id)
+    pending = flow_begin(run=run, source=source_get(tenant, previous.source_name))  # no provider call
+    with events.atomic():
+        Run.objects.select_for_update(no_key=True).get(pk=run.pk)
+        pause = Pause.objects.select_for_update(no_key=True).get(pk=pause_id)
+        if not pause.is_open:
+            raise FlowGone("the run no longer waits for this sign-in")
+        OAuthFlow.objects.filter(pause=pause, used_at=None).update(used_at=timezone.now(), outcome="superseded")
+        pending.bind(pause)
+    return pending.authorize_url

@@ -1,0 +1,80 @@
+"""Sign-in flows: begun by a tool that lacks a credential, bound to its pause in the
+transaction that parks the run, claimed once by the callback.
+
+The `state` is 256 bits from a CSPRNG, kept only as a keyed digest; the PKCE verifier only
+sealed. A flow is bound to the pausing (tenant, user), the run and the pause, and lives for
+HARBOR_OAUTH_FLOW_TTL seconds."""
+
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from approvals.models import Pause
+from runs.models import Run, Tenant
+
+from . import client
+from .models import OAuthFlow
+from .sealing import digests, seal
+from .sources import Source
+
+STATE_PREFIX = "hrbs_"
+
+
+@dataclass(frozen=True)
+class PendingFlow:
+    """A flow begun by a tool, not yet stored: it is written with its pause (`bind`)."""
+
+    tenant: Tenant
+    user: User
+    run_id: str
+    source: Source
+    state: str
+    verifier: str
+    redirect_uri: str
+    authorize_url: str
+
+    def bind(self, pause: Pause) -> OAuthFlow:
+        """Store the flow, bound to the pause just minted (inside the parking transaction)."""
+        return OAuthFlow.objects.create(
+            tenant=self.tenant,
+            user=self.user,
+            run_id=self.run_id,
+            pause=pause,
+            source_name=self.source.name,
+            state_digest=digests(self.state)[0],
+            verifier_sealed=seal(self.verifier),
+            redirect_uri=self.redirect_uri,
+            scopes=" ".join(self.source.scopes),
+            expires_at=timezone.now() + timedelta(seconds=settings.HARBOR_OAUTH_FLOW_TTL),
+        )
+
+
+def flow_begin(*, run: Run, source: Source) -> PendingFlow:
+    state = f"{STATE_PREFIX}{secrets.token_urlsafe(32)}"
+    verifier = client.new_verifier()
+    redirect_uri = settings.HARBOR_OAUTH_REDIRECT_URI
+    return PendingFlow(
+        tenant=run.tenant,
+        user=run.owner,
+        run_id=run.pk,
+        source=source,
+        state=state,
+        verifier=verifier,
+        redirect_uri=redirect_uri,
+        authorize_url=client.authorization_url(source, state=state, verifier=verifier, redirect_uri=redirect_uri),
+    )
+
+
+def flow_find(state: str) -> OAuthFlow | None:
+    """The flow a callback's `state` names (under any configured key), used or not."""
+    if not state.startswith(STATE_PREFIX) or len(state) > 200:
+        return None
+    return OAuthFlow.objects.select_related("tenant", "user", "pause").filter(state_digest__in=digests(state)).first()
+
+
+def flow_expired(flow: OAuthFlow) -> bool:
+    return flow.expires_at <= timezone.now()

@@ -1,0 +1,176 @@
+"""Every row of PROTOCOL §6's error table, against the live provider: each answer is a page
+a person can read and a code a program can branch on (JSON when asked), and each leaves the
+pause as the table says."""
+
+import re
+
+import httpx
+
+from tests.live import free_port
+from tests.oauth_live import ProviderBrowser, form_fields
+
+from .helpers import in_server, open_pause, pause_states, run_state, signed_in, start_calendar_run, wait_status
+from .test_live_signin import forget_credentials
+
+JSON = {"Accept": "application/json"}
+CALLBACK = "/v1/tools/oauth/callback"
+
+
+def parked(harbor, person: str = "alice") -> tuple[httpx.Client, str, dict]:
+    client = signed_in(harbor, person)
+    forget_credentials(harbor, person)
+    run_id = start_calendar_run(client)
+    wait_status(harbor, run_id, "paused")
+    return client, run_id, open_pause(harbor, run_id)["payload"]
+
+
+def expect(client: httpx.Client, url: str, status: int, code: str) -> None:
+    """The same answer twice: as a page (with the code shown), and as JSON."""
+    page = client.get(url)
+    assert page.status_code == status and "text/html" in page.headers["content-type"]
+    assert f"<code>{code}</code>" in page.text
+    data = client.get(url, headers=JSON)
+    assert data.status_code == status and data.json()["code"] == code and data.json()["message"]
+
+
+def test_a_callback_without_state_or_code_is_invalid_request(oauth_harbor) -> None:
+    alice = signed_in(oauth_harbor, "alice")
+    expect(alice, CALLBACK, 400, "invalid_request")
+    expect(alice, f"{CALLBACK}?code=abc", 400, "invalid_request")
+    expect(alice, f"{CALLBACK}?state=hrbs_abc", 400, "invalid_request")
+
+
+def test_an_unknown_state_is_flow_not_found(oauth_harbor) -> None:
+    alice = signed_in(oauth_harbor, "alice")
+    expect(alice, f"{CALLBACK}?state=hrbs_{'x' * 43}&code=abc", 404, "flow_not_found")
+    expect(alice, f"{CALLBACK}?state=not-even-ours&code=abc", 404, "flow_not_found")
+
+
+def test_another_person_cannot_complete_the_sign_in_state_mismatch(oauth_harbor, live_provider) -> None:
+    alice, run_id, payload = parked(oauth_harbor)
+    callback = ProviderBrowser(live_provider, "bob").consent(payload["AuthorizeURL"])  # bob's own provider login
+    path = callback.removeprefix(oauth_harbor.url)
+    bob = signed_in(oauth_harbor, "bob")
+    page = bob.get(path, headers=JSON)
+    assert page.status_code == 400 and page.json()["code"] == "state_mismatch"
+    gina = signed_in(oauth_harbor, "gina")  # another tenant
+    assert gina.get(path, headers=JSON).json()["code"] == "state_mismatch"
+    assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
+    count = in_server(
+        oauth_harbor, "print(OAuthCredential.objects.filter(user__username__in=['alice', 'bob']).count())"
+    )
+    assert count == 0
+    # Alice herself still can.
+    fresh = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
+    assert alice.get(fresh.removeprefix(oauth_harbor.url)).status_code == 200
+    assert "Stand-up" in wait_status(oauth_harbor, run_id, "complete")["answer"]
+
+
+def test_a_denied_consent_is_authorization_denied_and_rejects_the_pause(oauth_harbor, live_provider) -> None:
+    alice, run_id, payload = parked(oauth_harbor)
+    callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"], allow=False)
+    assert "error=access_denied" in callback
+    page = alice.get(callback)
+    assert page.status_code == 400 and "<code>authorization_denied</code>" in page.text
+    assert pause_states(oauth_harbor, run_id) == [["resumed", "reject"]]
+    state = run_state(oauth_harbor, run_id)
+    assert state["status"] == "failed" and "denied" in state["failure"]
+    # The flow is spent: the same answer again finds nothing.
+    assert alice.get(callback, headers=JSON).json()["code"] == "flow_not_found"
+
+
+def test_an_expired_flow_is_flow_expired_the_pause_stays_open_and_she_can_start_again(
+    oauth_harbor, live_provider
+) -> None:
+    alice, run_id, payload = parked(oauth_harbor)
+    in_server(
+        oauth_harbor,
+        "from datetime import timedelta\nfrom django.utils import timezone\n"
+        f"OAuthFlow.objects.filter(run_id={run_id!r}).update("
+        "expires_at=timezone.now() - timedelta(seconds=1)); print(1)",
+    )
+    callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
+    expect(alice, callback.removeprefix(oauth_harbor.url), 410, "flow_expired")
+    assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
+    assert run_state(oauth_harbor, run_id)["status"] == "paused"
+
+    # The expired page offers a new sign-in for the same pause.
+    expired = alice.get(callback)
+    form = re.search(r'<form method="post" action="([^"]+)"', expired.text)
+    assert form, "the expired page offers no new sign-in"
+    action = form.group(1)
+    ready = alice.post(action, data=form_fields(expired.text))
+    link = re.search(r'href="([^"]+)" data-oauth-signin', ready.text)
+    assert ready.status_code == 200 and link
+    fresh_url = link.group(1).replace("&amp;", "&")
+    assert httpx.URL(fresh_url).params["state"] != payload["State"]
+    fresh = ProviderBrowser(live_provider, "alice").consent(fresh_url)
+    assert alice.get(fresh).status_code == 200
+    assert "Stand-up" in wait_status(oauth_harbor, run_id, "complete")["answer"]
+    # The first state was retired by the second sign-in.
+    assert alice.get(callback, headers=JSON).json()["code"] == "flow_not_found"
+    # Nobody else can start a sign-in for her pause.
+    bob = signed_in(oauth_harbor, "bob")
+    page = bob.get("/inbox/")
+    refused = bob.post(action, data=form_fields(page.text))
+    assert refused.status_code == 302 and "data-oauth-signin" not in refused.text
+
+
+def _set_source(harbor, **changes: str) -> None:
+    sets = ", ".join(f"{name}={value!r}" for name, value in changes.items())
+    in_server(
+        harbor,
+        "from approvals.oauth.models import OAuthSource\nfrom approvals.oauth.sealing import seal\n"
+        f"OAuthSource.objects.filter(name='calendar').update({sets}); print(1)",
+    )
+
+
+def _restore_source(harbor, provider) -> None:
+    harbor.manage(
+        "harbor_oauth_demo", "--provider-url", provider.url, "--client-secret-file", str(provider.secret_file)
+    )
+
+
+def test_a_refused_exchange_is_exchange_failed_and_she_can_try_again(oauth_harbor, live_provider) -> None:
+    alice, run_id, payload = parked(oauth_harbor)
+    in_server(
+        oauth_harbor,
+        "from approvals.oauth.models import OAuthSource\nfrom approvals.oauth.sealing import seal\n"
+        "OAuthSource.objects.filter(name='calendar').update("
+        "client_secret_sealed=seal('not-the-secret')); print(1)",
+    )
+    try:
+        callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
+        page = alice.get(callback)
+        assert page.status_code == 502 and "<code>exchange_failed</code>" in page.text
+        assert "invalid_client" in page.text and "try signing in again" in page.text
+        assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
+    finally:
+        _restore_source(oauth_harbor, live_provider)
+    # The same sign-in link works again once the source is right.
+    retry = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
+    assert alice.get(retry).status_code == 200
+    wait_status(oauth_harbor, run_id, "complete")
+
+
+def test_a_provider_that_is_down_answers_a_clear_page_not_a_500(oauth_harbor, live_provider) -> None:
+    alice, run_id, payload = parked(oauth_harbor)
+    # A provider error that is not her refusal leaves the pause open.
+    expect(alice, f"{CALLBACK}?state={payload['State']}&error=server_error", 502, "exchange_failed")
+    assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
+    callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
+    _set_source(oauth_harbor, token_url=f"http://127.0.0.1:{free_port()}/o/token/")  # nothing listens there
+    try:
+        page = alice.get(callback)
+        assert page.status_code == 502 and "is not answering" in page.text
+        assert "<code>exchange_failed</code>" in page.text
+        assert alice.get(callback, headers=JSON).json()["code"] == "exchange_failed"
+        assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
+    finally:
+        _restore_source(oauth_harbor, live_provider)
+
+
+def test_a_signed_out_browser_is_asked_to_sign_in_first(oauth_harbor) -> None:
+    anonymous = httpx.Client(base_url=oauth_harbor.url)
+    page = anonymous.get(f"{CALLBACK}?state=hrbs_{'y' * 43}&code=abc")
+    assert page.status_code == 401 and "Sign in to Harbor" in page.text and "/login/?next=" in page.text
