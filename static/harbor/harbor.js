@@ -183,7 +183,7 @@
         wireEditors(card);
         tick(card);
       });
-      setTimeout(() => {
+      const settle = () => {
         const count = list.querySelectorAll("[data-pause]:not(.leaving)").length;
         const empty = list.querySelector("[data-empty]");
         if (count && empty) empty.remove();
@@ -193,7 +193,9 @@
         }
         const counter = document.querySelector("[data-open-count]");
         if (counter) counter.textContent = String(count);
-      }, 450);
+      };
+      settle(); // arrivals count at once
+      setTimeout(settle, 450); // and again once the decided cards have left
     }, 150);
     listen({
       onOpen: refresh,

@@ -32,6 +32,8 @@ def test_alice_answers_the_travel_desk_from_the_inbox(browser, live_harbor, trav
     expect(card).to_be_visible(timeout=LIVE)
     expect(card).to_contain_text("A remote agent asks a question")
     expect(card.locator("blockquote.question")).to_have_text("Which date do you want to fly?")
+    expect(alice.locator("[data-open-count]")).to_have_text("1")  # counted, and no "nothing waits" beside it
+    expect(alice.locator("[data-cards] [data-empty]")).to_have_count(0)
     alice.screenshot(path=str(screenshots / "a2a-inbox.png"), full_page=True)
     card.get_by_label("Your answer").fill("March 3")
     card.get_by_role("button", name="Send answer and resume").click()
