@@ -116,6 +116,16 @@ class MethodPayload(serializers.Serializer):
     required_payload = False
 
 
+def resume_token_field() -> StrictCharField:
+    """The optional token of approve, reject and resume."""
+    return StrictCharField(
+        required=False,
+        min_length=1,
+        max_length=MAX_STRING,
+        help_text="The resume token (default: the run's open pause).",
+    )
+
+
 class CancelPayload(MethodPayload):
     hard = StrictBooleanField(required=False, help_text="Interrupt the step in flight.")
 
@@ -125,33 +135,18 @@ class EmptyPayload(MethodPayload):
 
 
 class ResumePayload(MethodPayload):
-    token = StrictCharField(
-        required=False,
-        min_length=1,
-        max_length=MAX_STRING,
-        help_text="The resume token (default: the run's open pause).",
-    )
+    token = resume_token_field()
     input = serializers.JSONField(required=False, help_text="Answers an A2A input request.")
 
 
 class ApprovePayload(MethodPayload):
-    token = StrictCharField(
-        required=False,
-        min_length=1,
-        max_length=MAX_STRING,
-        help_text="The resume token (default: the run's open pause).",
-    )
+    token = resume_token_field()
     reason = StrictCharField(required=False, max_length=MAX_STRING, allow_blank=True)
     args = ObjectField(required=False, help_text="Edited arguments, where the gate allows edits (extension).")
 
 
 class RejectPayload(MethodPayload):
-    token = StrictCharField(
-        required=False,
-        min_length=1,
-        max_length=MAX_STRING,
-        help_text="The resume token (default: the run's open pause).",
-    )
+    token = resume_token_field()
     reason = StrictCharField(required=False, max_length=MAX_STRING, allow_blank=True)
 
 
