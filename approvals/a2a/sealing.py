@@ -1,33 +1,19 @@
-"""Remote agents' credentials, encrypted at rest: keys derived (HKDF) from the server's
-token key list, newest first, so a rotation re-seals on the next save and old values still
-open (MultiFernet)."""
+"""Remote agents' credentials (an Authorization header, an answered access code), encrypted
+at rest with the same sealing as the OAuth leg's secrets, under the credential key list
+(HARBOR_CREDENTIAL_KEYS): one mechanism and one key list for every secret a tool holds."""
 
-import base64
-
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from django.conf import settings
-
-
-def _fernet() -> MultiFernet:
-    keys = []
-    for secret in settings.HARBOR_TOKEN_KEYS:
-        raw = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"harbor.a2a-credential", info=b"seal").derive(
-            secret.encode()
-        )
-        keys.append(Fernet(base64.urlsafe_b64encode(raw)))
-    return MultiFernet(keys)
+from approvals.oauth import sealing
 
 
 def seal(secret: str) -> str:
-    return _fernet().encrypt(secret.encode()).decode() if secret else ""
+    return sealing.seal(secret) if secret else ""
 
 
 def unseal(sealed: str) -> str:
     if not sealed:
         return ""
     try:
-        return _fernet().decrypt(sealed.encode()).decode()
-    except InvalidToken:
+        value = sealing.unseal(sealed)
+    except sealing.Unsealable:
         return ""  # sealed under a retired key: the admin sets it again
+    return value if isinstance(value, str) else ""
