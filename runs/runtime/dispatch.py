@@ -34,11 +34,8 @@ def drain(*, limit: int | None = None) -> int:
     handles.reap_ended()
     advanced = 0
     while limit is None or advanced < limit:
-        worker = loop.new_worker_id()
-        run_id = next((pk for pk in _ready_ids() if loop.claim(pk, worker)), None)
-        if run_id is None:
+        if not any(loop.advance(pk) for pk in _ready_ids()):  # the first one claimed is advanced
             return advanced
-        loop.advance_claimed(run_id, worker)
         advanced += 1
     return advanced
 
