@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
@@ -43,19 +43,19 @@ class Lease:
         self.run: Run | None = None  # the row as this worker's latest transaction left it
 
     def claim_locked(self) -> Run | None:
-        """Take the run under its row lock if it is free or its lease expired, inside the
-        caller's transaction; None if another worker holds it (a locked row is skipped, not
-        waited for). The status and lease are re-checked on the locked row."""
+        """Take the run under its row lock if it is ready and free (or its holder's lease
+        expired), inside the caller's transaction; None if it is not. A row locked by another
+        transaction is waited for, not skipped: a skipped run would wait for the next sweep."""
         run = (
-            claimable()
-            .select_for_update(no_key=True, skip_locked=True, of=("self",))
+            Run.objects.select_for_update(no_key=True, of=("self",))
             .select_related("owner")
             .filter(pk=self.run_id)
             .first()
         )
-        if run is None:
+        now = timezone.now()
+        if run is None or run.status not in READY or (run.lease_owner and not _expired(run, now)):
             return None
-        run.lease_owner, run.lease_expires_at = self.worker, timezone.now() + lease_length()
+        run.lease_owner, run.lease_expires_at = self.worker, now + lease_length()
         Run.objects.filter(pk=run.pk).update(lease_owner=run.lease_owner, lease_expires_at=run.lease_expires_at)
         self.run = run
         return run
@@ -113,21 +113,28 @@ class Lease:
             _keeper.drop(self)
 
 
+def _expired(run: Run, now: datetime) -> bool:
+    return run.lease_expires_at is not None and run.lease_expires_at < now
+
+
 class _Keeper:
     """The process's lease renewer: one daemon thread, woken when a renewal falls due."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._due: dict[Lease, tuple[float, float]] = {}  # lease -> (next renewal, interval)
+        self._wakes_at = float("inf")  # when the thread next looks, unless notified
         self._thread: threading.Thread | None = None
 
     def keep(self, lease: Lease, interval: float) -> None:
         with self._changed:
-            self._due[lease] = (time.monotonic() + interval, interval)
+            at = time.monotonic() + interval
+            self._due[lease] = (at, interval)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="harbor-lease-keeper", daemon=True)
                 self._thread.start()
-            self._changed.notify()
+            if at < self._wakes_at:  # sooner than it will look on its own
+                self._changed.notify()
 
     def drop(self, lease: Lease) -> None:
         with self._changed:
@@ -136,13 +143,14 @@ class _Keeper:
     def _run(self) -> None:
         while True:
             with self._changed:
-                while not self._due:
+                if not self._due:
                     connection.close()  # idle: hold no database connection
-                    self._changed.wait()
                 now = time.monotonic()
                 due = [lease for lease, (at, _) in self._due.items() if at <= now]
                 if not due:
-                    self._changed.wait(min(at for at, _ in self._due.values()) - now)
+                    self._wakes_at = min((at for at, _ in self._due.values()), default=float("inf"))
+                    self._changed.wait(None if self._wakes_at == float("inf") else self._wakes_at - now)
+                    self._wakes_at = 0.0  # awake: a keep() meanwhile need not notify
                     continue
                 for lease in due:
                     self._due[lease] = (now + self._due[lease][1], self._due[lease][1])
