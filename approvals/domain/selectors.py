@@ -1,9 +1,10 @@
 """Reads of pauses, already filtered to what the caller may see or decide."""
 
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from approvals.models import Pause, PauseState
 from runs.domain.pagination import Page, paginate
@@ -22,6 +23,61 @@ def pauses_decidable(*, caller: Caller) -> QuerySet[Pause]:
         .select_related("run", "run__owner")
         .order_by("-created_at", "-pk")
     )
+
+
+# Older cards are reached by keyset: a cursor names the last card shown, so a page costs
+# the same at any depth and a pause opened or decided meanwhile shifts nothing.
+CURSOR_TIME = "%Y%m%d%H%M%S%f"
+CARD_UNREAD = (
+    "token_sealed",
+    "tool_context",
+    "handle_keys",
+    "decision_input",
+    "run__context",
+    "run__messages",
+    "run__checkpoint",
+    "run__answer",
+)
+
+
+@dataclass(frozen=True)
+class InboxPage:
+    pauses: list[Pause]
+    total: int  # every open pause the caller may decide, not only this page's
+    next_cursor: str | None  # the cursor of the page after this one, None on the last
+
+
+def pause_cursor(pause: Pause) -> str:
+    """A pause's place in the inbox order (newest first): its creation time in UTC to the
+    microsecond, then its id; strings compare as the order does."""
+    return f"{pause.created_at.astimezone(UTC):{CURSOR_TIME}}-{pause.pk}"
+
+
+def _cursor_position(cursor: str) -> tuple[datetime, str] | None:
+    stamp, _, pk = cursor.partition("-")
+    try:
+        created = datetime.strptime(stamp, CURSOR_TIME).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return (created, pk) if pk else None
+
+
+def inbox_page(*, caller: Caller, before: str | None = None, size: int = 25) -> InboxPage:
+    """A page of the open pauses the caller may decide, newest first, after the card that
+    `before` names (the first page without it; an unreadable cursor reads as none). Two
+    queries whatever the history: the page (one row more, to know whether another
+    follows) and the count, both on the (tenant, state, age) index."""
+    # A card never shows the tool context, the sealed token or the run's checkpoint: left
+    # unread, they cost nothing however long the run's history.
+    decidable = pauses_decidable(caller=caller).defer(*CARD_UNREAD)
+    position = _cursor_position(before) if before else None
+    if position is not None:
+        created, pk = position
+        decidable = decidable.filter(Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk))
+    rows = list(decidable[: size + 1])
+    pauses = rows[:size]
+    total = pauses_decidable(caller=caller).order_by().count()
+    return InboxPage(pauses, total, pause_cursor(pauses[-1]) if len(rows) > size else None)
 
 
 def pause_decidable(*, caller: Caller, pause_id: str) -> Pause | None:
