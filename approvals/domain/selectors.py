@@ -40,11 +40,31 @@ CARD_UNREAD = (
 )
 
 
+# Counted up to here, then shown as "1000+": the count reads every open row it counts,
+# scattered across the whole history's pages, so an exact one grows with the open pauses.
+INBOX_COUNT_CAP = 1000
+
+
+@dataclass(frozen=True)
+class OpenCount:
+    value: int  # at most INBOX_COUNT_CAP
+    capped: bool  # more open pauses than that
+
+    def __str__(self) -> str:
+        return f"{self.value}+" if self.capped else str(self.value)
+
+
 @dataclass(frozen=True)
 class InboxPage:
     pauses: list[Pause]
-    total: int  # every open pause the caller may decide, not only this page's
+    total: OpenCount  # every open pause the caller may decide, not only this page's
     next_cursor: str | None  # the cursor of the page after this one, None on the last
+
+
+def pauses_decidable_count(*, caller: Caller) -> OpenCount:
+    """How many open pauses the caller may decide, counted up to INBOX_COUNT_CAP."""
+    counted = pauses_decidable(caller=caller).order_by().values("pk")[: INBOX_COUNT_CAP + 1].count()
+    return OpenCount(min(counted, INBOX_COUNT_CAP), counted > INBOX_COUNT_CAP)
 
 
 def pause_cursor(pause: Pause) -> str:
@@ -66,17 +86,21 @@ def inbox_page(*, caller: Caller, before: str | None = None, size: int = 25) -> 
     """A page of the open pauses the caller may decide, newest first, after the card that
     `before` names (the first page without it; an unreadable cursor reads as none). Two
     queries whatever the history: the page (one row more, to know whether another
-    follows) and the count, both on the (tenant, state, age) index."""
+    follows) and the count (capped), both on the (tenant, state, age) index."""
     # A card never shows the tool context, the sealed token or the run's checkpoint: left
     # unread, they cost nothing however long the run's history.
     decidable = pauses_decidable(caller=caller).defer(*CARD_UNREAD)
     position = _cursor_position(before) if before else None
     if position is not None:
         created, pk = position
-        decidable = decidable.filter(Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk))
+        # The plain bound first: it is what the index scan starts from (the OR alone
+        # would be a filter over every newer open pause).
+        decidable = decidable.filter(created_at__lte=created).filter(
+            Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk)
+        )
     rows = list(decidable[: size + 1])
     pauses = rows[:size]
-    total = pauses_decidable(caller=caller).order_by().count()
+    total = pauses_decidable_count(caller=caller)
     return InboxPage(pauses, total, pause_cursor(pauses[-1]) if len(rows) > size else None)
 
 

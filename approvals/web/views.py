@@ -84,7 +84,7 @@ def inbox(request: MemberRequest) -> HttpResponse:
 @require_GET
 def history(request: MemberRequest) -> HttpResponse:
     pauses = list(selectors.pause_history(caller=request.caller))
-    open_count = selectors.pauses_decidable(caller=request.caller).count()
+    open_count = selectors.pauses_decidable_count(caller=request.caller)
     return render(
         request,
         "approvals/history.html",
