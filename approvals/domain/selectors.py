@@ -82,7 +82,7 @@ def _cursor_position(cursor: str) -> tuple[datetime, str] | None:
     return (created, pk) if pk else None
 
 
-def inbox_page(*, caller: Caller, before: str | None = None, size: int = 25) -> InboxPage:
+def inbox_page(*, caller: Caller, before: str | None = None, size: int = 20) -> InboxPage:
     """A page of the open pauses the caller may decide, newest first, after the card that
     `before` names (the first page without it; an unreadable cursor reads as none). Two
     queries whatever the history: the page (one row more, to know whether another

@@ -57,7 +57,7 @@ def pause_card(pause: Pause) -> dict:
 
 # Cards on one page: a screenful or two. Older ones follow by keyset ("Show older"), so
 # the page costs the same whatever the inbox holds.
-INBOX_PAGE_SIZE = 25
+INBOX_PAGE_SIZE = 20
 
 
 @member_required

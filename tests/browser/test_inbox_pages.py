@@ -10,6 +10,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
+from approvals.web.views import INBOX_PAGE_SIZE
+
 from .test_inbox_and_console import LIVE, no_reload_marker
 
 pytestmark = pytest.mark.browser
@@ -59,12 +61,13 @@ def test_an_appended_older_page_stays_live(browser, live_harbor):
     live_harbor.manage("shell", "-c", SETUP)
     ivy = sign_in(browser, live_harbor, "ivy")
     cards = ivy.locator("[data-cards] article[data-pause]")
-    expect(cards).to_have_count(25)
+    expect(cards).to_have_count(INBOX_PAGE_SIZE)
     expect(ivy.locator("[data-open-count]")).to_have_text("30")
     expect(ivy.locator("[data-live-indicator]")).to_have_text("live")
     no_reload_marker(ivy)
 
-    # --- the older page is appended in place ---
+    # --- the older page is appended in place (30 open: the second page holds the rest) ---
+    assert 30 - INBOX_PAGE_SIZE <= INBOX_PAGE_SIZE
     ivy.get_by_role("link", name="Show older pauses").click()
     expect(cards).to_have_count(30)
     expect(ivy.get_by_role("link", name="Show older pauses")).to_have_count(0)
