@@ -28,6 +28,8 @@ def pauses_decidable(*, caller: Caller) -> QuerySet[Pause]:
 # Older cards are reached by keyset: a cursor names the last card shown, so a page costs
 # the same at any depth and a pause opened or decided meanwhile shifts nothing.
 CURSOR_TIME = "%Y%m%d%H%M%S%f"
+# A card never shows the tool context, the sealed token or the run's checkpoint: left
+# unread, they cost nothing however long the run's history.
 CARD_UNREAD = (
     "token_sealed",
     "tool_context",
@@ -87,8 +89,6 @@ def inbox_page(*, caller: Caller, before: str | None = None, size: int = 20) -> 
     `before` names (the first page without it; an unreadable cursor reads as none). Two
     queries whatever the history: the page (one row more, to know whether another
     follows) and the count (capped), both on the (tenant, state, age) index."""
-    # A card never shows the tool context, the sealed token or the run's checkpoint: left
-    # unread, they cost nothing however long the run's history.
     decidable = pauses_decidable(caller=caller).defer(*CARD_UNREAD)
     position = _cursor_position(before) if before else None
     if position is not None:
