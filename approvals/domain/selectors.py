@@ -84,19 +84,24 @@ def _cursor_position(cursor: str) -> tuple[datetime, str] | None:
     return (created, pk) if pk else None
 
 
-def inbox_page(*, caller: Caller, before: str | None = None, size: int = 20) -> InboxPage:
-    """A page of the open pauses the caller may decide, newest first, after the card that
-    `before` names (the first page without it; an unreadable cursor reads as none). Two
-    queries whatever the history: the page (one row more, to know whether another
-    follows) and the count (capped), both on the (tenant, state, age) index."""
+def inbox_page(*, caller: Caller, before: str | None = None, after: str | None = None, size: int = 20) -> InboxPage:
+    """A page of the open pauses the caller may decide, newest first: older than the card
+    `before` names and newer than the one `after` names, when given (a live page asks for
+    what arrived since its newest card; an unreadable cursor reads as none). Two queries
+    whatever the history: the page (one row more, to know whether another follows) and
+    the count (capped), both on the (tenant, state, age) index."""
     decidable = pauses_decidable(caller=caller).defer(*CARD_UNREAD)
-    position = _cursor_position(before) if before else None
-    if position is not None:
-        created, pk = position
-        # The plain bound first: it is what the index scan starts from (the OR alone
-        # would be a filter over every newer open pause).
+    # Each bound's plain time comes first: it is what the index scan starts (or stops)
+    # at; the OR alone would be a filter over every open pause on the wrong side.
+    if (older := _cursor_position(before) if before else None) is not None:
+        created, pk = older
         decidable = decidable.filter(created_at__lte=created).filter(
             Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk)
+        )
+    if (newer := _cursor_position(after) if after else None) is not None:
+        created, pk = newer
+        decidable = decidable.filter(created_at__gte=created).filter(
+            Q(created_at__gt=created) | Q(created_at=created, pk__gt=pk)
         )
     rows = list(decidable[: size + 1])
     pauses = rows[:size]

@@ -64,7 +64,9 @@ INBOX_PAGE_SIZE = 20
 @require_GET
 def inbox(request: MemberRequest) -> HttpResponse:
     before = request.GET.get("before") or None
-    page = selectors.inbox_page(caller=request.caller, before=before, size=INBOX_PAGE_SIZE)
+    # `after`: a live page asks only for the cards that arrived since its newest one.
+    after = request.GET.get("after") or None
+    page = selectors.inbox_page(caller=request.caller, before=before, after=after, size=INBOX_PAGE_SIZE)
     context = {
         "cards": [pause_card(pause) | {"cursor": selectors.pause_cursor(pause)} for pause in page.pauses],
         "open_count": page.total,

@@ -158,10 +158,12 @@
   /* ---- Inbox: new pauses appear, decided ones leave ---------------------------------- */
 
   /* The inbox shows a page of cards, newest first; "Show older pauses" appends the next
-     page. Each card's data-key is its place in that order (keys compare as strings). A
-     refresh fetches this page again: within the span it covers, cards it lacks were
-     decided and cards it adds are new; a card further down (an older page appended here)
-     leaves when its run's pause.resumed arrives. The count is the server's total. */
+     page. Each card's data-key is its place in that order (keys compare as strings).
+     On a pause event the page asks only for what arrived since its newest card (most
+     often one card or none: cheap for the server however many inboxes are open), and a
+     card leaves when its run's pause.resumed arrives. When the socket (re)opens, or more
+     arrived than a page holds, the first page is fetched again and reconciled: within
+     the span it covers it is the truth. The count is always the server's. */
   if (page === "inbox") {
     const actors = {}; // run id -> who decided, from tool.approved / tool.rejected
     const decided = {}; // run id -> { decision, at }, from pause.resumed
@@ -211,23 +213,47 @@
       if (empty) list.emptyState = empty.cloneNode(true);
     }
 
-    const refresh = debounce(async () => {
+    async function reconcile() {
       const fresh = await fetchFragment();
       const incoming = fresh.querySelector("[data-cards]");
       const fetched = [...incoming.querySelectorAll("[data-pause]")];
       const keep = new Set(fetched.map((c) => c.dataset.pause));
       // The span the fetched page speaks for: all of it when nothing follows.
       const edge = incoming.dataset.next ? fetched[fetched.length - 1].dataset.key : "";
-      const extended = cards().some((c) => c.dataset.key < edge);
+      const beyond = cards().filter((c) => c.dataset.key < edge);
+      // Cards shown further down stay only if they join the fetched span without a gap.
+      const joined = beyond.length && cards().some((c) => c.dataset.key >= edge);
       cards().forEach((card) => {
-        if ((card.dataset.key >= edge && !keep.has(card.dataset.pause)) || stale(card)) leave(card);
+        const dropped = card.dataset.key < edge && !joined;
+        if (dropped) card.remove();
+        else if ((card.dataset.key >= edge && !keep.has(card.dataset.pause)) || stale(card)) leave(card);
       });
       const present = new Set(cards().map((c) => c.dataset.pause));
       fetched.forEach((card) => { if (!present.has(card.dataset.pause) && !stale(card)) place(card, true); });
       adopt(incoming);
-      if (!extended) document.querySelector("[data-more]").replaceWith(fresh.querySelector("[data-more]"));
+      if (!joined) document.querySelector("[data-more]").replaceWith(fresh.querySelector("[data-more]"));
       settle(); // arrivals count at once; leavers settle when they have gone
-    }, 150);
+    }
+
+    async function arrivals() {
+      const newest = cards().find((c) => !c.classList.contains("leaving"));
+      if (!newest) return reconcile();
+      const url = new URL(body.dataset.fragment, location.href);
+      url.searchParams.set("after", newest.dataset.key);
+      const fresh = await fetchFragment(url.toString());
+      const incoming = fresh.querySelector("[data-cards]");
+      if (incoming.dataset.next) return reconcile(); // more than a page arrived
+      cards().forEach((card) => { if (stale(card)) leave(card); });
+      const present = new Set(cards().map((c) => c.dataset.pause));
+      incoming.querySelectorAll("[data-pause]").forEach((card) => {
+        if (!present.has(card.dataset.pause) && !stale(card)) place(card, true);
+      });
+      adopt(incoming);
+      settle();
+    }
+
+    const refresh = debounce(reconcile, 150);
+    const update = debounce(arrivals, 150);
 
     // "Show older pauses": the link works without JavaScript; with it, the older page is
     // appended here and stays live.
@@ -254,7 +280,7 @@
       onEvent: (e) => {
         if (e.type === "tool.approved" || e.type === "tool.rejected") actors[e.run] = e.payload.Actor;
         if (e.type === "pause.resumed") decided[e.run] = { decision: e.payload.Decision, at: new Date(e.occurred_at) };
-        if (e.type.startsWith("pause.")) refresh(); // cards change only when pauses open or close
+        if (e.type.startsWith("pause.")) update(); // cards change only when pauses open or close
       },
     });
   }

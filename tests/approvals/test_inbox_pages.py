@@ -156,3 +156,17 @@ def test_a_long_inbox_is_counted_up_to_a_cap(people, acme_history, monkeypatch):
     assert re.search(r"data-open-count>20\+<", bob.get("/inbox/history/").content.decode())
     monkeypatch.setattr(selectors, "INBOX_COUNT_CAP", 30)
     assert re.search(r"data-open-count>30<", bob.get("/inbox/").content.decode())  # exact up to the cap
+
+
+def test_a_live_page_asks_only_for_what_arrived_since_its_newest_card(people, acme_history):
+    bob = signed_in("bob")
+    third = Pause.objects.get(pk=acme_history[2])
+    since = bob.get(f"/inbox/?fragment=cards&after={selectors.pause_cursor(third)}").content.decode()
+    assert PAUSE_ID.findall(since) == acme_history[:2] and 'data-total="30"' in since
+    assert "data-next" not in since  # all of it fits: nothing to reconcile
+    newest = Pause.objects.get(pk=acme_history[0])
+    nothing = bob.get(f"/inbox/?fragment=cards&after={selectors.pause_cursor(newest)}").content.decode()
+    assert PAUSE_ID.findall(nothing) == [] and 'data-total="30"' in nothing
+    oldest = Pause.objects.get(pk=acme_history[-1])
+    burst = bob.get(f"/inbox/?fragment=cards&after={selectors.pause_cursor(oldest)}").content.decode()
+    assert PAUSE_ID.findall(burst) == acme_history[: views.INBOX_PAGE_SIZE] and "data-next" in burst
