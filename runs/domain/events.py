@@ -247,19 +247,22 @@ def _push(tenant_id: int, published: list[dict]) -> None:
     stream until its next read of the log."""
     if not published:
         return
+    group = tenant_group(tenant_id)
     message = {
         "type": "harbor.events",
+        "group": group,  # each process hands it to its streams of this group (streams.Hub)
         "first": published[0]["envelope"]["sequence"],
         "sequence": published[-1]["envelope"]["sequence"],
         "runs": sorted({p["envelope"]["run"] for p in published}),
         "events": published,
     }
-    _group_send([(tenant_group(tenant_id), message)])
+    _group_send([(group, message)])
 
 
 def close_streams(*, user_id: int, tenant_id: int | None = None, session_key: str | None = None) -> None:
     """Close a person's live streams (of one tenant, or one login session, when given)."""
-    _group_send([(user_group(user_id), {"type": "harbor.close", "tenant": tenant_id, "session": session_key})])
+    group = user_group(user_id)
+    _group_send([(group, {"type": "harbor.close", "group": group, "tenant": tenant_id, "session": session_key})])
 
 
 # Where pushes from threads outside the server run when the layer is not bound to a loop
