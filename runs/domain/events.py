@@ -233,8 +233,9 @@ def bind_server_loop(loop: asyncio.AbstractEventLoop) -> None:
     _server_loop = loop
 
 
-# A push waits at most this long for the channel layer, and after a failure pushes are
-# skipped for a moment: a request never stalls on a Redis outage, and readers poll the log.
+# A push waits at most this long for the channel layer, and after a failure (not a mere
+# timeout) pushes are skipped for a moment: a request never stalls on a Redis outage, and
+# readers poll the log.
 PUSH_TIMEOUT_SECONDS = 0.5
 PUSH_BACKOFF_SECONDS = 2.0
 _push_paused_until = 0.0
@@ -302,6 +303,10 @@ def _group_send(sends: list[tuple[str, dict]]) -> None:
             try:
                 pending = [layer.group_send(group, message) for group, message in sends]
                 await asyncio.wait_for(asyncio.gather(*pending), PUSH_TIMEOUT_SECONDS)
+            except TimeoutError:
+                # A busy loop as often as a hung layer, and nobody waits on this coroutine:
+                # skipping the next pushes too would only turn every open socket into a reader.
+                log.warning("live push to %s timed out; readers catch up from the log", [g for g, _ in sends])
             except (Exception, asyncio.CancelledError):
                 _push_paused_until = time.monotonic() + PUSH_BACKOFF_SECONDS
                 groups = [group for group, _ in sends]

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 
 from channels.layers import BaseChannelLayer
@@ -74,6 +75,7 @@ class Hub:
     # Memberships expire in the layer and a restarted Redis forgets them: re-join this often.
     REJOIN_SECONDS = 30.0
     YIELD_EVERY = 100
+    INBOX_LIMIT = 10_000
 
     def __init__(self, layer: BaseChannelLayer) -> None:
         self.layer = layer
@@ -81,6 +83,8 @@ class Hub:
         self.tails: dict[str, set[Tail]] = {}
         self.up = True
         self.reader: asyncio.Task | None = None
+        self.inbox: deque[dict] = deque()  # received, not yet handed over (_deliver_all)
+        self.delivering: asyncio.Task | None = None
         self.joined_at = time.monotonic()
 
     async def add(self, tail: "Tail", groups: Iterable[str]) -> bool:
@@ -146,13 +150,27 @@ class Hub:
                 log.warning("channel layer receive failed; live streams poll the log", exc_info=True)
                 self._down()
                 continue
-            await self._deliver(message)
+            if len(self.inbox) >= self.INBOX_LIMIT:  # far behind: readers catch up from the log
+                self.inbox.popleft()
+            self.inbox.append(message)
+            if self.delivering is None or self.delivering.done():
+                self.delivering = asyncio.create_task(self._deliver_all())
             if time.monotonic() - self.joined_at > self.REJOIN_SECONDS:
                 await self._rejoin()
 
     async def _rejoin(self) -> None:
         self.joined_at = time.monotonic()
         await self._join(list(self.tails))
+
+    async def _deliver_all(self) -> None:
+        """Hand over what arrived, in order. Pushes to one group that arrived while an
+        earlier fan-out was under way go out as one, when each follows the last: a run's
+        burst of commits then costs each socket one hand-over, not one per commit."""
+        while self.inbox:
+            message = self.inbox.popleft()
+            while self.inbox and _follows(message, self.inbox[0]):
+                message = _merged(message, self.inbox.popleft())
+            await self._deliver(message)
 
     async def _deliver(self, message: dict) -> None:
         # Only the group a message names: one channel serves every tenant of the process.
@@ -165,6 +183,23 @@ class Hub:
                 # Let the server write what was sent so far (it writes on the loop's next turn)
                 # while the rest is handed over: the first sockets need not wait for the last.
                 await asyncio.sleep(0)
+
+
+def _follows(message: dict, later: dict) -> bool:
+    return (
+        message.get("type") == later.get("type") == "harbor.events"
+        and message.get("group") == later.get("group")
+        and later.get("first") == message.get("sequence", 0) + 1
+    )
+
+
+def _merged(message: dict, later: dict) -> dict:
+    return {
+        **message,
+        "sequence": later["sequence"],
+        "runs": sorted({*message.get("runs", ()), *later.get("runs", ())}),
+        "events": [*message["events"], *later["events"]],
+    }
 
 
 _hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub]" = weakref.WeakKeyDictionary()

@@ -58,6 +58,48 @@ async def test_a_group_has_one_membership_per_process_and_a_message_reaches_only
     hub_for(layer).reader.cancel()  # type: ignore[union-attr]
 
 
+async def test_pushes_queued_behind_a_fan_out_go_out_as_one_when_each_follows_the_last():
+    layer = InMemoryChannelLayer()
+    got: list[dict] = []
+    first_delivery = asyncio.Event()
+
+    async def handler(message: dict) -> None:
+        got.append(message)
+        if len(got) == 1:
+            await first_delivery.wait()  # a slow fan-out: the next pushes queue meanwhile
+
+    def push(first: int, last: int) -> dict:
+        events = list(range(first, last + 1))
+        return {
+            "type": "harbor.events",
+            "group": "g",
+            "first": first,
+            "sequence": last,
+            "runs": [f"r{first}"],
+            "events": events,
+        }
+
+    tail = Tail(layer, "t", handler=handler)
+    await tail.join("g")
+    await layer.group_send("g", push(1, 1))
+    await asyncio.sleep(0.05)
+    for message in (push(2, 3), push(4, 4), push(6, 6), {"type": "harbor.close", "group": "g"}, push(7, 7)):
+        await layer.group_send("g", message)
+    await asyncio.sleep(0.05)
+    first_delivery.set()
+    await asyncio.sleep(0.05)
+    assert [(m["type"], m.get("first"), m.get("sequence")) for m in got] == [
+        ("harbor.events", 1, 1),
+        ("harbor.events", 2, 4),  # 2-3 and 4, in order
+        ("harbor.events", 6, 6),  # after a gap: as it came, so the socket sees the gap
+        ("harbor.close", None, None),
+        ("harbor.events", 7, 7),  # nothing is merged across another message
+    ]
+    assert got[1]["events"] == [2, 3, 4] and got[1]["runs"] == ["r2", "r4"]
+    await tail.leave()
+    hub_for(layer).reader.cancel()  # type: ignore[union-attr]
+
+
 async def test_the_sockets_of_a_tenant_share_one_membership_and_each_receive_the_push(people_tx):
     layer = get_channel_layer()
     run = await start(people_tx, "alice")
