@@ -76,6 +76,7 @@ class Hub:
     REJOIN_SECONDS = 30.0
     YIELD_EVERY = 100
     INBOX_LIMIT = 10_000
+    JOINS_AT_ONCE = 50
 
     def __init__(self, layer: BaseChannelLayer) -> None:
         self.layer = layer
@@ -85,6 +86,7 @@ class Hub:
         self.reader: asyncio.Task | None = None
         self.inbox: deque[dict] = deque()  # received, not yet handed over (_deliver_all)
         self.delivering: asyncio.Task | None = None
+        self.rejoining: asyncio.Task | None = None
         self.joined_at = time.monotonic()
 
     async def add(self, tail: "Tail", groups: Iterable[str]) -> bool:
@@ -117,8 +119,11 @@ class Hub:
 
     async def _join(self, groups: list[str]) -> bool:
         try:
-            for group in groups:
-                await asyncio.wait_for(self.layer.group_add(group, self.channel), self.JOIN_TIMEOUT)
+            for start in range(0, len(groups), self.JOINS_AT_ONCE):
+                joins = [
+                    self.layer.group_add(group, self.channel) for group in groups[start : start + self.JOINS_AT_ONCE]
+                ]
+                await asyncio.wait_for(asyncio.gather(*joins), self.JOIN_TIMEOUT)
         except Exception:
             if self.up:
                 log.warning("channel layer unavailable; live streams poll the log", exc_info=True)
@@ -155,12 +160,16 @@ class Hub:
             self.inbox.append(message)
             if self.delivering is None or self.delivering.done():
                 self.delivering = asyncio.create_task(self._deliver_all())
-            if time.monotonic() - self.joined_at > self.REJOIN_SECONDS:
-                await self._rejoin()
+            if time.monotonic() - self.joined_at > self.REJOIN_SECONDS and not self.rejoining:
+                # Aside, so that pushes keep flowing while thousands of memberships renew.
+                self.rejoining = asyncio.create_task(self._rejoin())
 
     async def _rejoin(self) -> None:
         self.joined_at = time.monotonic()
-        await self._join(list(self.tails))
+        try:
+            await self._join(list(self.tails))
+        finally:
+            self.rejoining = None
 
     async def _deliver_all(self) -> None:
         """Hand over what arrived, in order. Pushes to one group that arrived while an
