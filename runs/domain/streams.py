@@ -117,12 +117,11 @@ class Hub:
             if group in self.tails:  # a stream joined while the membership was being dropped
                 await self._join([group])
 
-    async def _join(self, groups: list[str]) -> bool:
+    async def _join(self, groups: list[str], at_once: int = 1) -> bool:
+        """Join in order (a stream's connect), or `at_once` groups together (a renewal)."""
         try:
-            for start in range(0, len(groups), self.JOINS_AT_ONCE):
-                joins = [
-                    self.layer.group_add(group, self.channel) for group in groups[start : start + self.JOINS_AT_ONCE]
-                ]
+            for start in range(0, len(groups), at_once):
+                joins = [self.layer.group_add(group, self.channel) for group in groups[start : start + at_once]]
                 await asyncio.wait_for(asyncio.gather(*joins), self.JOIN_TIMEOUT)
         except Exception:
             if self.up:
@@ -167,7 +166,7 @@ class Hub:
     async def _rejoin(self) -> None:
         self.joined_at = time.monotonic()
         try:
-            await self._join(list(self.tails))
+            await self._join(list(self.tails), at_once=self.JOINS_AT_ONCE)
         finally:
             self.rejoining = None
 
