@@ -142,8 +142,8 @@ def _pct(values: list[float], q: float) -> float:
 
 
 class LiveBench:
-    def __init__(self, port: int, out: Callable[[str], object]) -> None:
-        self.host, self.port, self.out = "127.0.0.1", port, out
+    def __init__(self, port: int, out: Callable[[str], object], log: str) -> None:
+        self.host, self.port, self.out, self.log = "127.0.0.1", port, out, log
         self.url = f"http://{self.host}:{port}"
         self.sockets: list[BenchSocket] = []
         self.verbose = bool(os.environ.get("HARBOR_BENCH_VERBOSE"))
@@ -158,7 +158,7 @@ class LiveBench:
                     lambda: BenchSocket(self.host, self.port, cookie), self.host, self.port
                 )
                 if not await asyncio.wait_for(protocol.open, 30):
-                    raise RuntimeError(f"a websocket was refused (Daphne's log: {os.environ.get('BENCH_LIVE_LOG')})")
+                    raise RuntimeError(f"a websocket was refused (Daphne's log: {self.log})")
                 await asyncio.sleep(0.01)  # let the socket take its cursor before the next opens
                 return protocol
 
@@ -208,17 +208,16 @@ class LiveBench:
         self.sockets = []
 
 
-def _start_daphne(port: int) -> subprocess.Popen:
+def _start_daphne(port: int) -> tuple[subprocess.Popen, str]:
     server = "runs.management.commands._bench_live_server:application"
     command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), server]
     log = tempfile.NamedTemporaryFile("w+", prefix="bench-live-daphne-", suffix=".log", delete=False)
     daphne = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
-    os.environ["BENCH_LIVE_LOG"] = log.name
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return daphne
+                return daphne, log.name
         except httpx.TransportError:
             pass
         if daphne.poll() is not None:
@@ -245,15 +244,16 @@ def run_live_bench(
 
     cookies = session_cookies(max([1, *sizes]))
     port = port or _free_port()
-    daphne = _start_daphne(port)
+    daphne, log = _start_daphne(port)
     try:
-        asyncio.run(_measure(LiveBench(port, out), cookies, sizes, pauses, fanouts, daphne.pid, layer))
+        asyncio.run(_measure(LiveBench(port, out, log), cookies, sizes, pauses, fanouts, daphne.pid, layer))
     finally:
         daphne.terminate()
         try:
             daphne.wait(10)
         except subprocess.TimeoutExpired:
             daphne.kill()
+    os.unlink(log)  # kept when the run failed
 
 
 async def _measure(

@@ -4,7 +4,8 @@ over rounds, the two sides alternating round by round (machines are noisy).
 
 Runs against the configured database (bin/bench gives it a scratch one): SQLite on the
 embedded default, PostgreSQL when DATABASE_URL is set. LangGraph is the optional `bench`
-extra; without it, its column says so."""
+extra; without it, its column says so. `--live` prints only the live figures instead: a
+pause committed → its frame on 1 to 2,000 inbox sockets of a real Daphne (_bench_live)."""
 
 import statistics
 import tempfile
