@@ -246,8 +246,9 @@ def bind_server_loop(loop: asyncio.AbstractEventLoop) -> None:
     _server_loop = loop
 
 
-# A push waits at most this long for the channel layer, and after a failure pushes are
-# skipped for a moment: a request never stalls on a Redis outage, and readers poll the log.
+# A push waits at most this long for the channel layer, and after a failure (not a mere
+# timeout) pushes are skipped for a moment: a request never stalls on a Redis outage, and
+# readers poll the log.
 PUSH_TIMEOUT_SECONDS = 0.5
 PUSH_BACKOFF_SECONDS = 2.0
 _push_paused_until = 0.0
@@ -260,19 +261,22 @@ def _push(tenant_id: int, published: list[dict]) -> None:
     stream until its next read of the log."""
     if not published:
         return
+    group = tenant_group(tenant_id)
     message = {
         "type": "harbor.events",
+        "group": group,  # each process hands it to its streams of this group (streams.Hub)
         "first": published[0]["envelope"]["sequence"],
         "sequence": published[-1]["envelope"]["sequence"],
         "runs": sorted({p["envelope"]["run"] for p in published}),
         "events": published,
     }
-    _group_send([(tenant_group(tenant_id), message)])
+    _group_send([(group, message)])
 
 
 def close_streams(*, user_id: int, tenant_id: int | None = None, session_key: str | None = None) -> None:
     """Close a person's live streams (of one tenant, or one login session, when given)."""
-    _group_send([(user_group(user_id), {"type": "harbor.close", "tenant": tenant_id, "session": session_key})])
+    group = user_group(user_id)
+    _group_send([(group, {"type": "harbor.close", "group": group, "tenant": tenant_id, "session": session_key})])
 
 
 # Where pushes from threads outside the server run when the layer is not bound to a loop
@@ -312,6 +316,10 @@ def _group_send(sends: list[tuple[str, dict]]) -> None:
             try:
                 pending = [layer.group_send(group, message) for group, message in sends]
                 await asyncio.wait_for(asyncio.gather(*pending), PUSH_TIMEOUT_SECONDS)
+            except TimeoutError:
+                # A busy loop as often as a hung layer, and nobody waits on this coroutine:
+                # skipping the next pushes too would only turn every open socket into a reader.
+                log.warning("live push to %s timed out; readers catch up from the log", [g for g, _ in sends])
             except (Exception, asyncio.CancelledError):
                 _push_paused_until = time.monotonic() + PUSH_BACKOFF_SECONDS
                 groups = [group for group, _ in sends]

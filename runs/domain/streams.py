@@ -5,10 +5,19 @@ cursor: sequences are allocated under the tenant row's lock and committed in tha
 a read by `sequence > cursor` never skips a late commit, and a single cursor never sends an
 event twice. The channel layer only nudges ("the log grew"); nudges may be dropped (a full
 inbox, a Redis restart) and a stream then catches up on its next read. `Tail` listens for
-nudges without ever depending on the layer: while it fails, the stream polls the log."""
+nudges without ever depending on the layer: while it fails, the stream polls the log.
+
+A process holds one membership per group in the layer, not one per stream (`Hub`): the
+layer sends each push once to each process, which hands it to its streams of that group
+in memory. A thousand sockets of one tenant cost the layer one message, not a thousand
+copies and a thousand queues."""
 
 import asyncio
 import logging
+import time
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
 
 from channels.layers import BaseChannelLayer
 from django.conf import settings
@@ -54,51 +63,213 @@ def poll_seconds() -> float:
     return float(getattr(settings, "HARBOR_STREAM_POLL_SECONDS", 1.0))
 
 
-class Tail:
-    """A channel's group memberships that survive a channel-layer outage."""
+Handler = Callable[[dict], Awaitable[None]]
+
+
+class Hub:
+    """This process's one channel in the layer and its group memberships, on behalf of
+    every stream (`Tail`) of the process: a message names its group (events._push), and
+    goes to that group's streams here, in the order the layer delivered it."""
 
     JOIN_TIMEOUT = 2.0
+    # Memberships expire in the layer and a restarted Redis forgets them: re-join this often.
+    REJOIN_SECONDS = 30.0
+    YIELD_EVERY = 100
+    INBOX_LIMIT = 10_000
+    JOINS_AT_ONCE = 50
 
-    def __init__(self, layer: BaseChannelLayer, channel: str) -> None:
-        self.layer, self.channel = layer, channel
-        self.groups: list[str] = []
+    def __init__(self, layer: BaseChannelLayer) -> None:
+        self.layer = layer
+        self.channel = ""
+        self.tails: dict[str, set[Tail]] = {}
         self.up = True
+        self.reader: asyncio.Task | None = None
+        self.inbox: deque[dict] = deque()  # received, not yet handed over (_deliver_all)
+        self.delivering: asyncio.Task | None = None
+        self.rejoining: asyncio.Task | None = None
+        self.joined_at = time.monotonic()
 
-    async def join(self, *groups: str) -> bool:
-        """Join (or re-join: a restarted Redis forgot us, and memberships expire) the groups."""
-        self.groups += [g for g in groups if g not in self.groups]
+    async def add(self, tail: "Tail", groups: Iterable[str]) -> bool:
+        """Hand this group's messages to `tail` too; whether the layer has the membership."""
+        groups = list(groups)
+        if not self.channel:
+            self.channel = await self.layer.new_channel("harbor")
+        for group in groups:
+            self.tails.setdefault(group, set()).add(tail)
+        joined = await self._join(groups)
+        if self.reader is None or self.reader.done():
+            self.reader = asyncio.create_task(self._read())
+        return joined
+
+    async def remove(self, tail: "Tail", groups: Iterable[str]) -> None:
+        for group in groups:
+            tails = self.tails.get(group)
+            if tails is None:
+                continue
+            tails.discard(tail)
+            if tails:
+                continue
+            del self.tails[group]
+            try:
+                await asyncio.wait_for(self.layer.group_discard(group, self.channel), self.JOIN_TIMEOUT)
+            except Exception:  # memberships expire; a message for nobody is dropped here
+                log.debug("group_discard failed for %s", group, exc_info=True)
+            if group in self.tails:  # a stream joined while the membership was being dropped
+                await self._join([group])
+
+    async def _join(self, groups: list[str], at_once: int = 1) -> bool:
+        """Join in order (a stream's connect), or `at_once` groups together (a renewal)."""
         try:
-            for group in self.groups:
-                await asyncio.wait_for(self.layer.group_add(group, self.channel), self.JOIN_TIMEOUT)
+            for start in range(0, len(groups), at_once):
+                joins = [self.layer.group_add(group, self.channel) for group in groups[start : start + at_once]]
+                await asyncio.wait_for(asyncio.gather(*joins), self.JOIN_TIMEOUT)
         except Exception:
             if self.up:
-                log.warning("channel layer unavailable; %s polls the log", self.channel, exc_info=True)
-            self.up = False
-        else:
-            if not self.up:
-                log.info("channel layer is back for %s", self.channel)
+                log.warning("channel layer unavailable; live streams poll the log", exc_info=True)
+                self._down()
+            return False
+        if not self.up:
+            log.info("channel layer is back")
             self.up = True
-        return self.up
+        return True
+
+    def _down(self) -> None:
+        """Every stream reads the log now, and polls it until the layer is back."""
+        self.up = False
+        for tail in {tail for tails in self.tails.values() for tail in tails}:
+            tail.interrupt()
+
+    async def _read(self) -> None:
+        while self.tails:
+            if not self.up:
+                await asyncio.sleep(poll_seconds())
+                await self._rejoin()
+                continue
+            try:
+                message = await asyncio.wait_for(self.layer.receive(self.channel), self.REJOIN_SECONDS)
+            except TimeoutError:
+                await self._rejoin()
+                continue
+            except Exception:
+                log.warning("channel layer receive failed; live streams poll the log", exc_info=True)
+                self._down()
+                continue
+            if len(self.inbox) >= self.INBOX_LIMIT:  # far behind: readers catch up from the log
+                self.inbox.popleft()
+            self.inbox.append(message)
+            if self.delivering is None or self.delivering.done():
+                self.delivering = asyncio.create_task(self._deliver_all())
+            if time.monotonic() - self.joined_at > self.REJOIN_SECONDS and not self.rejoining:
+                # Aside, so that pushes keep flowing while thousands of memberships renew.
+                self.rejoining = asyncio.create_task(self._rejoin())
+
+    async def _rejoin(self) -> None:
+        self.joined_at = time.monotonic()
+        try:
+            await self._join(list(self.tails), at_once=self.JOINS_AT_ONCE)
+        finally:
+            self.rejoining = None
+
+    async def _deliver_all(self) -> None:
+        """Hand over what arrived, in order. Pushes to one group that arrived while an
+        earlier fan-out was under way go out as one, when each follows the last: a run's
+        burst of commits then costs each socket one hand-over, not one per commit."""
+        while self.inbox:
+            message = self.inbox.popleft()
+            while self.inbox and _follows(message, self.inbox[0]):
+                message = _merged(message, self.inbox.popleft())
+            await self._deliver(message)
+
+    async def _deliver(self, message: dict) -> None:
+        # Only the group a message names: one channel serves every tenant of the process.
+        for count, tail in enumerate(list(self.tails.get(message.get("group", ""), ())), 1):
+            try:
+                await tail.deliver(message)
+            except Exception:  # one stream's failure is not the others'
+                log.exception("delivering a live message to %s failed", tail.name)
+            if count % self.YIELD_EVERY == 0:
+                # Let the server write what was sent so far (it writes on the loop's next turn)
+                # while the rest is handed over: the first sockets need not wait for the last.
+                await asyncio.sleep(0)
+
+
+def _follows(message: dict, later: dict) -> bool:
+    return (
+        message.get("type") == later.get("type") == "harbor.events"
+        and message.get("group") == later.get("group")
+        and later.get("first") == message.get("sequence", 0) + 1
+    )
+
+
+def _merged(message: dict, later: dict) -> dict:
+    return {
+        **message,
+        "sequence": later["sequence"],
+        "runs": sorted({*message.get("runs", ()), *later.get("runs", ())}),
+        "events": [*message["events"], *later["events"]],
+    }
+
+
+_hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub]" = weakref.WeakKeyDictionary()
+
+
+def hub_for(layer: BaseChannelLayer) -> Hub:
+    """The hub of the running loop for this layer (a new one when the layer was replaced)."""
+    loop = asyncio.get_running_loop()
+    hub = _hubs.get(loop)
+    if hub is None or hub.layer is not layer:
+        hub = _hubs[loop] = Hub(layer)
+    return hub
+
+
+class Tail:
+    """One stream's view of its groups: their messages, handed over by the process's Hub
+    (to `handler` at once when given, else queued for `next`), and None from `next` when
+    the stream should read the log (a quiet spell, or the layer failing)."""
+
+    CAPACITY = 100  # a stream this far behind reads the log: queued nudges add nothing
+
+    def __init__(self, layer: BaseChannelLayer, name: str, *, handler: Handler | None = None) -> None:
+        self.hub = hub_for(layer)
+        self.name, self.handler = name, handler
+        self.groups: list[str] = []
+        self.queue: asyncio.Queue[dict | None] = asyncio.Queue(self.CAPACITY)
+
+    @property
+    def up(self) -> bool:
+        return self.hub.up
+
+    async def join(self, *groups: str) -> bool:
+        """Listen to these groups too; whether the layer is up (else the stream polls)."""
+        self.groups += [g for g in groups if g not in self.groups]
+        return await self.hub.add(self, groups)
+
+    async def deliver(self, message: dict) -> None:
+        if self.handler is not None:
+            await self.handler(message)
+        else:
+            self._put(message)
+
+    def interrupt(self) -> None:
+        """The layer failed: a waiting `next` returns None now."""
+        self._put(None)
+
+    def _put(self, item: dict | None) -> None:
+        try:
+            self.queue.put_nowait(item)
+        except asyncio.QueueFull:  # the next read of the log catches up on everything
+            pass
 
     async def next(self, timeout: float) -> dict | None:
         """The next message, or None after `timeout` (or sooner while the layer is failing):
         the caller then reads the log, which makes up for any nudge lost meanwhile."""
         if not self.up:
             await asyncio.sleep(min(timeout, poll_seconds()))
-            await self.join()
             return None
         try:
-            return await asyncio.wait_for(self.layer.receive(self.channel), timeout)
+            return await asyncio.wait_for(self.queue.get(), timeout)
         except TimeoutError:
-            await self.join()  # a quiet spell, or a receive that hangs: re-join either way
-        except Exception:
-            log.warning("channel layer receive failed; %s polls the log", self.channel, exc_info=True)
-            self.up = False
-        return None
+            return None
 
     async def leave(self) -> None:
-        for group in self.groups:
-            try:
-                await asyncio.wait_for(self.layer.group_discard(group, self.channel), self.JOIN_TIMEOUT)
-            except Exception:  # the stream is gone either way; memberships expire
-                log.debug("group_discard failed for %s", self.channel, exc_info=True)
+        await self.hub.remove(self, self.groups)

@@ -183,3 +183,28 @@ def viewer_of(caller: Caller) -> Viewer:
         runs=frozenset(_delegated(caller, "view_run", Run).values_list("object_pk", flat=True)),
         decides=frozenset(_delegated(caller, "decide_pause", Pause).values_list("object_pk", flat=True)),
     )
+
+
+def viewers_of(callers: list[Caller]) -> list[Viewer]:
+    """`viewer_of` for many callers at once (the sockets' batched re-check): one query for
+    every delegation among them, whatever their number."""
+    runs, decides = ContentType.objects.get_for_model(Run), ContentType.objects.get_for_model(Pause)
+    delegated: dict[tuple[int, str], set[str]] = {}
+    rows = UserObjectPermission.objects.filter(
+        Q(permission__codename="view_run", content_type=runs)
+        | Q(permission__codename="decide_pause", content_type=decides),
+        user_id__in={caller.user.pk for caller in callers},
+    ).values_list("user_id", "permission__codename", "object_pk")
+    for user_id, codename, object_pk in rows:
+        delegated.setdefault((user_id, codename), set()).add(object_pk)
+    return [
+        Viewer(
+            user_id=caller.user.pk,
+            username=caller.user.username,
+            session=caller.session,
+            role=caller.role,
+            runs=frozenset(delegated.get((caller.user.pk, "view_run"), ())),
+            decides=frozenset(delegated.get((caller.user.pk, "decide_pause"), ())),
+        )
+        for caller in callers
+    ]

@@ -9,6 +9,9 @@ is permission-checked before its group is joined. A group message is only a nudg
 socket reads what it sends from the durable log after its cursor (`streams.read_after`),
 re-checking on every read that the person may still see it, so a push never leaks across
 tenants or past a revoked membership, and a dropped nudge costs nothing but a delay.
+Pushes reach a socket from its process's Hub (runs.domain.streams) by a direct call, with no
+per-socket channel, queue or thread hop; what does read the database (the re-check and the
+log after a gap) is batched across the process's sockets, one thread hop per batch.
 Nothing here writes: steering goes through the services, like every other client."""
 
 import asyncio
@@ -16,26 +19,31 @@ import json
 import logging
 import random
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.models import User
 from django.contrib.sessions.backends.base import SessionBase
+from django.utils import timezone
 
 from approvals.domain.tokens import token_unseal
 from runs.domain import events, selectors, streams
 from runs.domain.event_types import Envelope
 from runs.domain.streams import Tail
+from runs.identity import sessions
 from runs.identity.callers import Caller
 from runs.identity.sessions import web_session_for_key
-from runs.identity.visibility import Viewer, viewer_of
+from runs.identity.visibility import Viewer, viewer_of, viewers_of
 from runs.models import Membership
 
 log = logging.getLogger("harbor.ws")
@@ -47,6 +55,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_INVALID = 4400
 
 SETTLE_SECONDS = 0.2
+RECHECK_SLOT_SECONDS = 1.0
 
 
 def _caller_for(user_id: int, tenant_id: int, session: str) -> Caller | None:
@@ -72,24 +81,127 @@ def _connect_plan(user: User, session: str, page_session: SessionBase | None, ru
     return {"tenant": caller.tenant.pk, "slug": caller.tenant.slug, "viewer": viewer_of(caller)}
 
 
-def _signed_in(session_key: str, user_id: int) -> bool:
-    """The login session still signs this person in: a logout (or expiry) ends it."""
-    data = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
-    return data.get(SESSION_KEY) == str(user_id)
+@dataclass(frozen=True, eq=False)
+class Read:
+    """One socket's read: who listens, in which tenant and login session, after which cursor."""
+
+    user_id: int
+    tenant_id: int
+    session_key: str
+    run_id: str | None
+    cursor: int
+    log: bool = True  # False: a periodic re-check, which reads the tenant's head, not the log
 
 
-def _read(
-    user_id: int, tenant_id: int, session_key: str, run_id: str | None, cursor: int
-) -> tuple[int | None, list[Envelope], int, Viewer | None]:
-    """A close code once the person may no longer listen, else the next envelopes after
-    the cursor, the new cursor, and the person's Viewer as of now (role, delegations)."""
-    if not _signed_in(session_key, user_id):
-        return CLOSE_UNAUTHENTICATED, [], cursor, None
-    caller = _caller_for(user_id, tenant_id, web_session_for_key(session_key))
-    if caller is None:
-        return CLOSE_FORBIDDEN, [], cursor, None
-    envelopes, cursor = streams.read_after(caller=caller, cursor=cursor, run_id=run_id)
-    return None, envelopes, cursor, viewer_of(caller)
+# (close code, envelopes, new cursor, viewer, the tenant's head)
+ReadResult = tuple[int | None, list[Envelope], int, Viewer | None, int]
+
+
+def _signed_in_users(session_keys: set[str]) -> dict[str, str | None]:
+    """The user each login session signs in (SESSION_KEY), or None once logged out or expired."""
+    engine = import_module(settings.SESSION_ENGINE)
+    if engine is not sessions:  # another engine: one load per session
+        return {key: engine.SessionStore(key).load().get(SESSION_KEY) for key in session_keys}
+    by_stored = {sessions.stored_key(key): key for key in session_keys}
+    store = sessions.SessionStore()
+    rows = (
+        store.model.objects.filter(session_key__in=list(by_stored), expire_date__gt=timezone.now())
+        .values_list("session_key", "session_data")
+        .iterator()
+    )
+    signed = {by_stored[stored]: store.decode(data).get(SESSION_KEY) for stored, data in rows}
+    return {key: signed.get(key) for key in session_keys}
+
+
+def _read_many(reads: list[Read]) -> list[ReadResult]:
+    """For each read: a close code once the person may no longer listen, else the next
+    envelopes after its cursor, the new cursor, and the person's Viewer as of now (role,
+    delegations). The re-checks of a batch take a few queries in all, and the log is read
+    only by sockets behind their tenant's head."""
+    signed = _signed_in_users({read.session_key for read in reads})
+    memberships = {
+        (m.user_id, m.tenant_id): m
+        for m in Membership.objects.select_related("tenant", "user").filter(
+            user_id__in={read.user_id for read in reads}, tenant_id__in={read.tenant_id for read in reads}
+        )
+    }
+    callers: dict[Read, Caller] = {}
+    for read in reads:
+        membership = memberships.get((read.user_id, read.tenant_id))
+        if signed[read.session_key] == str(read.user_id) and membership is not None and membership.user.is_active:
+            caller = Caller(
+                tenant=membership.tenant, user=membership.user, session=web_session_for_key(read.session_key)
+            )
+            caller.__dict__["role"] = membership.role  # Caller.role, as it would read it
+            callers[read] = caller
+    viewers = dict(zip(callers, viewers_of(list(callers.values())), strict=True))
+    heads = {tenant_id: selectors.events_head(tenant_id=tenant_id) for tenant_id in {r.tenant_id for r in callers}}
+    results: list[ReadResult] = []
+    for read in reads:
+        found = callers.get(read)
+        if found is None:
+            close = CLOSE_UNAUTHENTICATED if signed[read.session_key] != str(read.user_id) else CLOSE_FORBIDDEN
+            results.append((close, [], read.cursor, None, 0))
+        elif not read.log or read.cursor >= heads[read.tenant_id]:
+            results.append((None, [], read.cursor, viewers[read], heads[read.tenant_id]))
+        else:
+            envelopes, cursor = streams.read_after(caller=found, cursor=read.cursor, run_id=read.run_id)
+            results.append((None, envelopes, cursor, viewers[read], heads[read.tenant_id]))
+    return results
+
+
+class _Reads:
+    """The sockets' reads of one event loop, batched: those asked for while a batch runs on
+    the database thread go together in the next one (no waiting added when idle)."""
+
+    LIMIT = 500
+    # A read waits this long for others to join its batch: the sockets of a re-check slot
+    # wake within a few loop turns of each other.
+    GATHER_SECONDS = 0.005
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Read, asyncio.Future[ReadResult]]] = []
+        self.running = False
+
+    async def read(self, read: Read) -> ReadResult:
+        future: asyncio.Future[ReadResult] = asyncio.get_running_loop().create_future()
+        self.pending.append((read, future))
+        if not self.running:
+            self.running = True
+            asyncio.create_task(self._run())
+        return await future
+
+    async def _run(self) -> None:
+        try:
+            await asyncio.sleep(self.GATHER_SECONDS)
+            while self.pending:
+                batch, self.pending = self.pending[: self.LIMIT], self.pending[self.LIMIT :]
+                batch = [(read, future) for read, future in batch if not future.done()]  # a closed socket's
+                if not batch:
+                    continue
+                try:
+                    results = await database_sync_to_async(_read_many)([read for read, _ in batch])
+                except Exception as error:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(error)
+                    continue
+                for (_, future), result in zip(batch, results, strict=True):
+                    if not future.done():
+                        future.set_result(result)
+        finally:
+            self.running = False
+
+
+_reads: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Reads]" = weakref.WeakKeyDictionary()
+
+
+def _reads_of_loop() -> _Reads:
+    loop = asyncio.get_running_loop()
+    reads = _reads.get(loop)
+    if reads is None:
+        reads = _reads[loop] = _Reads()
+    return reads
 
 
 # Frames rendered once per process and shared by every socket that receives them: an
@@ -137,25 +249,36 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
 
     @channel_receive.setter
     def channel_receive(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
-        # Channels' dispatch loop ends the socket if the layer's receive raises (a Redis
-        # restart): it reads through a Tail instead, which turns an outage into polling.
-        self.tail = Tail(self.channel_layer, self.channel_name)
+        # Pushes come from the process's Hub straight to `pushed`; Channels' own loop sees
+        # only the Tail's quiet spells and outages (as ticks), so a Redis restart turns into
+        # polling instead of ending the socket.
+        self.tail = Tail(self.channel_layer, self.channel_name, handler=self.pushed_message)
 
     async def _next_message(self) -> dict:
         assert self.tail is not None  # set with channel_receive, before any message
-        # After many pushed batches in a row the channel may have overflowed and dropped
-        # the last of them (nothing later would reveal the gap): read the log once the
-        # inbox goes quiet.
-        settle = getattr(self, "pushed", 0) >= getattr(self, "settle_after", 1 << 30)
-        # Jittered, so sockets opened together do not all re-check at the same moment (their
-        # reads would queue, and a push arriving meanwhile would wait behind them).
-        quiet = self._recheck_seconds() * random.uniform(0.5, 1.0)
-        message = await self.tail.next(SETTLE_SECONDS if settle else quiet)
+        # Jittered, then aligned to the next whole RECHECK_SLOT_SECONDS: the sockets due in
+        # one slot re-check together, in one batch of reads (_Reads).
+        due = time.time() + self._recheck_seconds() * random.uniform(0.5, 1.0)
+        slot = min(RECHECK_SLOT_SECONDS, self._recheck_seconds())
+        message = await self.tail.next(-(-due // slot) * slot - time.time())
         return message or {"type": "harbor.tick"}
 
     @staticmethod
     def _recheck_seconds() -> float:
         return float(getattr(settings, "HARBOR_WS_RECHECK_SECONDS", 10))
+
+    async def dispatch(self, message: dict) -> None:
+        """Channels' dispatch without closing old database connections on every message: no
+        handler here touches the database outside database_sync_to_async, which does so."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    async def pushed_message(self, message: dict) -> None:
+        """A message of the socket's groups, handed over by the Hub."""
+        if message.get("type") in ("harbor.events", "harbor.event", "harbor.close"):
+            await self.dispatch(message)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -187,6 +310,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         self.checked_at = time.monotonic()
         self.pushed = 0  # batches delivered from pushes since the last read of the log
         self.settle_after = max(1, self.channel_layer.get_capacity(self.channel_name) // 2)
+        self.settle: asyncio.TimerHandle | None = None
         # Join before taking the cursor: anything committed meanwhile is read from the log.
         assert self.tail is not None
         # A run page listens to its tenant too and keeps only its run's events.
@@ -198,12 +322,16 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             else await database_sync_to_async(selectors.events_head)(tenant_id=self.tenant_id)
         )
         self.wake = asyncio.Event()
+        self.catch_up = True  # the next read reads the log (else it only re-checks the person)
         self.wake.set()
         self.pump = asyncio.create_task(self._pump())
 
     async def disconnect(self, code: int) -> None:
         if self.pump is not None:
             self.pump.cancel()
+        settle = getattr(self, "settle", None)
+        if settle is not None:
+            settle.cancel()
         if self.tail is not None:
             await self.tail.leave()
 
@@ -212,7 +340,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def harbor_event(self, message: dict) -> None:
         if self.pump is not None and message.get("sequence", 0) > self.cursor:
-            self.wake.set()  # nudges coalesce: one read catches up on all of them
+            self._catch_up()  # nudges coalesce: one read catches up on all of them
 
     async def harbor_events(self, message: dict) -> None:
         """Events pushed after their commit. When they follow the cursor (nothing missed)
@@ -224,19 +352,27 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         # message while that re-check is current (a tick may be under way: twice the interval).
         due = time.monotonic() - self.checked_at > 2 * self._recheck_seconds()
         if due or self.sending.locked() or message.get("first") != self.cursor + 1:
-            self.wake.set()
+            self._catch_up()
             return
         async with self.sending:
             for item in message["events"]:
                 text = rendered(item, viewer=self.viewer, tenant_slug=self.tenant_slug, run_id=self.run_id)
-                if text is not None:
-                    await self.send(text_data=text)
+                if text is not None:  # straight to the server, past Channels' wrappers of send
+                    await self.base_send({"type": "websocket.send", "text": text})
             self.cursor = message["sequence"]
             self.pushed += 1
+        if self.pushed >= self.settle_after:
+            # After many pushed batches in a row the layer may have dropped the last of them
+            # (nothing later would reveal the gap): read the log once the burst goes quiet.
+            if self.settle is not None:
+                self.settle.cancel()
+            self.settle = asyncio.get_running_loop().call_later(SETTLE_SECONDS, self._catch_up)
 
     async def harbor_tick(self, message: dict) -> None:
-        """A quiet spell or a failing layer: read anyway (and re-check the membership)."""
+        """A quiet spell: re-check the person (and the log if the tenant moved past the
+        cursor without a push); a failing layer: read the log."""
         if self.pump is not None:
+            self.catch_up = self.catch_up or not (self.tail and self.tail.up)
             self.wake.set()
 
     async def harbor_close(self, message: dict) -> None:
@@ -246,7 +382,17 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
                 await self.close(code=CLOSE_UNAUTHENTICATED)
         elif self.pump is not None:
             self.checked_at = 0.0  # nothing is delivered from a push before the re-check
-            self.wake.set()
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        self.catch_up = True
+        self.wake.set()
+
+    def _behind(self, head: int) -> None:
+        """A re-check saw the tenant's head past the cursor: unless the push of those
+        events has arrived since, it was lost; read the log."""
+        if self.cursor < head:
+            self._catch_up()
 
     async def _pump(self) -> None:
         """The one sender: reads after the cursor in sequence order, so nothing is sent twice."""
@@ -260,16 +406,22 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         while True:
             await self.wake.wait()
             self.wake.clear()
-            async with self.sending:
-                while True:
-                    close, envelopes, self.cursor, viewer = await database_sync_to_async(_read)(
-                        self.user_id, self.tenant_id, self.session_key, self.run_id, self.cursor
-                    )
-                    if close is not None:
-                        await self.close(code=close)
-                        return
+            while True:
+                # Read without holding the sender: pushes keep arriving meanwhile (a re-check
+                # usually finds nothing new), and what they sent is skipped below.
+                read = Read(self.user_id, self.tenant_id, self.session_key, self.run_id, self.cursor, self.catch_up)
+                self.catch_up = False
+                close, envelopes, cursor, viewer, head = await _reads_of_loop().read(read)
+                if close is not None:
+                    await self.close(code=close)
+                    return
+                async with self.sending:
                     self.viewer, self.checked_at, self.pushed = viewer, time.monotonic(), 0
                     for envelope in envelopes:
-                        await self.send_json(envelope)
-                    if len(envelopes) < streams.BATCH:
-                        break
+                        if envelope["sequence"] > self.cursor:  # else a push delivered it already
+                            await self.send_json(envelope)
+                    self.cursor = max(self.cursor, cursor)
+                if not read.log and head > self.cursor:  # its push may still be on the way
+                    asyncio.get_running_loop().call_later(SETTLE_SECONDS, self._behind, head)
+                if len(envelopes) < streams.BATCH:
+                    break

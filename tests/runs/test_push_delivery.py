@@ -40,13 +40,13 @@ async def test_a_pause_reaches_each_socket_from_the_push_with_the_token_only_for
     for communicator in sockets.values():
         assert await frames_until_quiet(communicator, 0.5) == []  # the first read of the log is done
     reads = []
-    original = consumers._read
+    original = consumers._read_many
 
-    def counted(*args):
-        reads.append(args)
-        return original(*args)
+    def counted(batch):
+        reads.extend(batch)
+        return original(batch)
 
-    monkeypatch.setattr(consumers, "_read", counted)
+    monkeypatch.setattr(consumers, "_read_many", counted)
 
     run_id, token = await park(people_tx)
 

@@ -4,7 +4,8 @@ over rounds, the two sides alternating round by round (machines are noisy).
 
 Runs against the configured database (bin/bench gives it a scratch one): SQLite on the
 embedded default, PostgreSQL when DATABASE_URL is set. LangGraph is the optional `bench`
-extra; without it, its column says so."""
+extra; without it, its column says so. `--live` prints only the live figures instead: a
+pause committed → its frame on 1 to 2,000 inbox sockets of a real Daphne (_bench_live)."""
 
 import statistics
 import tempfile
@@ -31,6 +32,7 @@ from runs.runtime.planner import CallTool, Decision, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool
 
+from ._bench_live import run_live_bench
 from ._seed import seed_history
 
 
@@ -145,12 +147,30 @@ class Command(BaseCommand):
             "--seed", type=int, default=0, help="bulk-write this many more pauses (1%% open) before the read figures"
         )
         parser.add_argument("--reads-only", action="store_true", help="skip the cycle figures")
+        parser.add_argument("--live", action="store_true", help="only the live figures: pause → inbox socket frames")
+        parser.add_argument("--sockets", default="500,1000,2000", help="--live: socket counts, comma-separated")
+        parser.add_argument("--live-pauses", type=int, default=50, help="--live: pauses timed on one socket")
+        parser.add_argument("--live-fanouts", type=int, default=3, help="--live: pauses timed per socket count")
+        parser.add_argument("--port", type=int, default=None, help="--live: Daphne's port (default: a free one)")
 
     def handle(
-        self, *args: str, rounds: int, cycles: int, history: int, seed: int, reads_only: bool, **options: object
+        self, *args: str, rounds: int, cycles: int, history: int, seed: int, reads_only: bool, **options: Any
     ) -> None:
         settings.HARBOR_EXECUTOR = "manual"
         database = connection.vendor
+        if options["live"]:
+            layer = "redis" if settings.REDIS_URL else "in-memory"
+            self.stdout.write(f"Harbor live benchmark on {database}, {layer} channel layer, one Daphne")
+            sizes = [int(size) for size in options["sockets"].split(",") if size]
+            run_live_bench(
+                stdout=self.stdout,
+                sizes=sizes,
+                pauses=options["live_pauses"],
+                fanouts=options["live_fanouts"],
+                port=options["port"],
+                layer=layer,
+            )
+            return
         alice = caller_resolve(tenant="acme", user="alice", session="bench")
         bob = caller_resolve(tenant="acme", user="bob", session="bench")
         self.stdout.write(f"Harbor benchmark on {database} ({rounds} rounds of {cycles} cycles; min / median / max)")

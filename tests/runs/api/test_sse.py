@@ -315,7 +315,7 @@ def test_the_live_tail_survives_a_redis_restart(settings):
         async def grow(seq, nudge=True):
             log.append(seq)
             if nudge:
-                await layer.group_send("tenant.1", {"type": "harbor.event", "sequence": seq})
+                await layer.group_send("tenant.1", {"type": "harbor.event", "group": "tenant.1", "sequence": seq})
             chunks.append(await asyncio.wait_for(stream.__anext__(), 3))
 
         await grow(1)

@@ -1,0 +1,293 @@
+"""The live figures of `harbor_bench --live`: a pause committed → its frame on connected inbox
+sockets, through a real Daphne serving Harbor's application on the configured database and
+channel layer (in-memory on the embedded default, Redis when REDIS_URL is set).
+
+Clients sign in with real session cookies (one person per socket: approvers, who receive the
+resume token, and operators, who do not) and send the Origin the application expects. The
+pause is parked inside the Daphne process (_bench_live_server) and the commit time taken
+there, right after the commit; each client stamps a frame when its bytes arrive.
+
+The clients speak just enough websocket (RFC 6455, unmasked server frames, pings answered)
+to stamp arrival in the protocol callback: thousands of sockets in one process then add
+little of their own parsing to the figure they measure."""
+
+import asyncio
+import base64
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import httpx
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from runs.identity.permissions import membership_grant
+from runs.models import Membership, Role, Tenant
+
+CONNECTS_IN_FLIGHT = 20  # Daphne drops a socket its application has not accepted in 5 s
+PAUSE_MARK = b'"pause.requested"'
+
+
+@dataclass
+class Frames:
+    """What one socket received: arrival time and bytes of each pause.requested frame."""
+
+    pauses: list[tuple[float, bytes]] = field(default_factory=list)
+    closed: bool = False
+
+
+class BenchSocket(asyncio.Protocol):
+    def __init__(self, host: str, port: int, cookie: str) -> None:
+        self.request = (
+            f"GET /ws/events/ HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\nSec-WebSocket-Version: 13\r\n"
+            f"Origin: http://{host}:{port}\r\nCookie: sessionid={cookie}\r\n\r\n"
+        ).encode()
+        self.open: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.buffer = b""
+        self.upgraded = False
+        self.frames = Frames()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        arrived = time.monotonic()
+        self.buffer += data
+        if not self.upgraded:
+            head, found, rest = self.buffer.partition(b"\r\n\r\n")
+            if not found:
+                return
+            self.upgraded = head.startswith(b"HTTP/1.1 101")
+            if not self.open.done():
+                self.open.set_result(self.upgraded)
+            self.buffer = rest
+        while (frame := self._frame()) is not None:
+            opcode, payload = frame
+            if opcode == 1 and PAUSE_MARK in payload:
+                self.frames.pauses.append((arrived, payload))
+            elif opcode == 8:
+                self.frames.closed = True
+            elif opcode == 9 and self.transport is not None:  # ping: a masked pong (zero mask)
+                self.transport.write(bytes([0x8A, 0x80 | len(payload)]) + b"\0\0\0\0" + payload)
+
+    def _frame(self) -> tuple[int, bytes] | None:
+        buffer = self.buffer
+        if len(buffer) < 2:
+            return None
+        length, start = buffer[1] & 0x7F, 2
+        if length == 126:
+            length, start = int.from_bytes(buffer[2:4], "big"), 4
+        elif length == 127:
+            length, start = int.from_bytes(buffer[2:10], "big"), 10
+        if len(buffer) < start + length:
+            return None
+        self.buffer = buffer[start + length :]
+        return buffer[0] & 0x0F, buffer[start : start + length]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.frames.closed = True
+        if not self.open.done():
+            self.open.set_result(False)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def session_cookies(count: int) -> list[str]:
+    """`count` people of acme, each signed in once: even ones approvers, odd ones operators."""
+    users = get_user_model()
+    tenant = Tenant.objects.get(slug="acme")
+    cookies = []
+    for index in range(count):
+        user, _ = users.objects.get_or_create(username=f"bench-viewer-{index}")
+        role = Role.APPROVER if index % 2 == 0 else Role.OPERATOR
+        if not Membership.objects.filter(tenant=tenant, user=user, role=role).exists():
+            membership_grant(tenant=tenant, user=user, role=role)
+        client = Client()
+        client.force_login(user)
+        cookies.append(client.cookies["sessionid"].value)
+    return cookies
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(len(ordered) * q) - 1))]
+
+
+class LiveBench:
+    def __init__(self, port: int, out: Callable[[str], object], log: str) -> None:
+        self.host, self.port, self.out, self.log = "127.0.0.1", port, out, log
+        self.url = f"http://{self.host}:{port}"
+        self.sockets: list[BenchSocket] = []
+        self.verbose = bool(os.environ.get("HARBOR_BENCH_VERBOSE"))
+
+    async def connect(self, cookies: list[str]) -> None:
+        loop = asyncio.get_running_loop()
+        gate = asyncio.Semaphore(CONNECTS_IN_FLIGHT)
+
+        async def one(cookie: str) -> BenchSocket:
+            async with gate:
+                _, protocol = await loop.create_connection(
+                    lambda: BenchSocket(self.host, self.port, cookie), self.host, self.port
+                )
+                if not await asyncio.wait_for(protocol.open, 30):
+                    raise RuntimeError(f"a websocket was refused (Daphne's log: {self.log})")
+                await asyncio.sleep(0.01)  # let the socket take its cursor before the next opens
+                return protocol
+
+        self.sockets += await asyncio.gather(*(one(cookie) for cookie in cookies))
+
+    async def pause(self, api: httpx.AsyncClient, *, alone: bool = True, timeout: float = 60) -> list[float]:
+        """Park one pause; each socket's latency from its commit to its frame, in ms. Alone:
+        on a run started a moment before (its event delivered); else at the end of the run
+        loop's burst of events."""
+        if alone:
+            run = (await api.post("/__bench__/start", timeout=120)).json()["run"]
+            await asyncio.sleep(0.05 + len(self.sockets) / 10000)
+            answer = (await api.post(f"/__bench__/park?run={run}", timeout=120)).json()
+        else:
+            answer = (await api.post("/__bench__/burst", timeout=120)).json()
+        sequence, committed = answer["sequence"], answer["committed"]
+        deadline = time.monotonic() + timeout
+        latencies: list[float] = []
+        waiting = list(self.sockets)
+        while waiting and time.monotonic() < deadline:
+            still = []
+            for sock in waiting:
+                arrived = next(
+                    (t for t, payload in sock.frames.pauses if json.loads(payload)["sequence"] == sequence), None
+                )
+                if arrived is None:
+                    if sock.frames.closed:
+                        raise RuntimeError("a websocket closed during the benchmark")
+                    still.append(sock)
+                else:
+                    latencies.append((arrived - committed) * 1000)
+                    sock.frames.pauses.clear()
+            waiting = still
+            if waiting:
+                await asyncio.sleep(0.02)
+        if waiting:
+            raise RuntimeError(f"{len(waiting)} of {len(self.sockets)} sockets had no frame after {timeout} s")
+        if self.verbose:
+            self.out(
+                f"      {'alone' if alone else 'burst'} {len(latencies)}: {_p50_p99(latencies)} max {max(latencies):.1f}"
+            )
+        return latencies
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            sock.close()
+        self.sockets = []
+
+
+def _start_daphne(port: int) -> tuple[subprocess.Popen, str]:
+    server = "runs.management.commands._bench_live_server:application"
+    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), server]
+    log = tempfile.NamedTemporaryFile("w+", prefix="bench-live-daphne-", suffix=".log", delete=False)
+    daphne = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return daphne, log.name
+        except httpx.TransportError:
+            pass
+        if daphne.poll() is not None:
+            raise RuntimeError(f"daphne exited; its log: {log.name}")
+        time.sleep(0.2)
+    daphne.kill()
+    raise RuntimeError("daphne did not answer /healthz in 60 s")
+
+
+class Output(Protocol):
+    def write(self, text: str) -> object: ...
+    def flush(self) -> object: ...
+
+
+def run_live_bench(
+    *, stdout: Output, sizes: list[int], pauses: int, fanouts: int, port: int | None, layer: str
+) -> None:
+    """Print the two live rows: one socket over `pauses` pauses, and one pause reaching
+    each of `sizes` sockets (`fanouts` pauses per size; p50 / p99 over every socket of them)."""
+
+    def out(line: str) -> None:
+        stdout.write(line + "\n")
+        stdout.flush()
+
+    cookies = session_cookies(max([1, *sizes]))
+    port = port or _free_port()
+    daphne, log = _start_daphne(port)
+    try:
+        asyncio.run(_measure(LiveBench(port, out, log), cookies, sizes, pauses, fanouts, daphne.pid, layer))
+    finally:
+        daphne.terminate()
+        try:
+            daphne.wait(10)
+        except subprocess.TimeoutExpired:
+            daphne.kill()
+    os.unlink(log)  # kept when the run failed
+
+
+async def _measure(
+    bench: LiveBench, cookies: list[str], sizes: list[int], pauses: int, fanouts: int, pid: int, layer: str
+) -> None:
+    async with httpx.AsyncClient(base_url=bench.url) as api:
+        await bench.connect(cookies[:1])
+        await asyncio.sleep(0.5)
+        await bench.pause(api)  # warm-up: imports, first renderings
+        alone: list[float] = []
+        burst: list[float] = []
+        for _ in range(pauses):
+            alone += await bench.pause(api)
+            burst += await bench.pause(api, alone=False)
+        bench.out(f"  pause committed → frame on one connected inbox socket ({layer}, {pauses} pauses), p50 / p99 ms:")
+        bench.out(f"    alone in its transaction {_p50_p99(alone)};  at the end of its run's burst {_p50_p99(burst)}")
+        bench.out(f"  one pause reaching every connected inbox socket ({layer}, {fanouts} pauses each), p50 / p99 ms:")
+        for size in sizes:
+            began = time.monotonic()
+            await bench.connect(cookies[len(bench.sockets) : size])
+            connected = time.monotonic() - began
+            await asyncio.sleep(1.0)
+            alone, burst = [], []
+            for _ in range(fanouts):
+                alone += await bench.pause(api)
+                await asyncio.sleep(0.3)
+                burst += await bench.pause(api, alone=False)
+                await asyncio.sleep(0.3)
+            bench.out(
+                f"    {size:>5} sockets: alone {_p50_p99(alone)};  in its run's burst {_p50_p99(burst)};  "
+                f"Daphne RSS {_rss_mb(pid):.0f} MB  (connected in {connected:.1f} s)"
+            )
+        bench.close()
+
+
+def _p50_p99(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f} / {_pct(values, 0.99):.1f}"

@@ -1,0 +1,184 @@
+"""The live fan-out: one channel-layer membership per group per process (streams.Hub), each
+message only to the streams of the group it names; the sockets' re-checks batched, in a
+fixed number of queries however many sockets; a push that never came is read from the log
+after the next re-check."""
+
+import asyncio
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from approvals.models import Pause
+from runs.domain import events
+from runs.domain.streams import Tail, hub_for
+from runs.identity.permissions import delegate
+from runs.identity.visibility import viewer_of, viewers_of
+from runs.runtime.dispatch import drain
+from runs.web import consumers
+
+from .test_consumer_delivery import emit, logged, receive_until
+from .test_consumers import connect, start
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+
+async def test_a_group_has_one_membership_per_process_and_a_message_reaches_only_its_group():
+    layer = InMemoryChannelLayer()
+    got: dict[str, list[dict]] = {"a1": [], "a2": [], "b": []}
+
+    def tail(name: str) -> Tail:
+        async def handler(message: dict) -> None:
+            got[name].append(message)
+
+        return Tail(layer, name, handler=handler)
+
+    a1, a2, b = tail("a1"), tail("a2"), tail("b")
+    await a1.join("tenant.1")
+    await a2.join("tenant.1")
+    await b.join("tenant.2")
+    assert len(layer.groups["tenant.1"]) == 1 and layer.groups["tenant.1"].keys() == layer.groups["tenant.2"].keys()
+
+    await layer.group_send("tenant.1", {"type": "harbor.events", "group": "tenant.1", "sequence": 1})
+    await layer.group_send("tenant.1", {"type": "harbor.events", "group": "tenant.2", "sequence": 2})
+    await layer.group_send("tenant.1", {"type": "harbor.events", "sequence": 3})  # names no group: dropped
+    await layer.group_send("tenant.2", {"type": "harbor.events", "group": "tenant.2", "sequence": 4})
+    await asyncio.sleep(0.1)
+    assert [m["sequence"] for m in got["a1"]] == [1] and [m["sequence"] for m in got["a2"]] == [1]
+    assert [m["sequence"] for m in got["b"]] == [2, 4]  # by the group named, never another's
+
+    await a1.leave()
+    assert "tenant.1" in layer.groups  # a2 still listens
+    await a2.leave()
+    await b.leave()
+    assert not layer.groups.get("tenant.1") and not layer.groups.get("tenant.2")
+    hub_for(layer).reader.cancel()  # type: ignore[union-attr]
+
+
+async def test_pushes_queued_behind_a_fan_out_go_out_as_one_when_each_follows_the_last():
+    layer = InMemoryChannelLayer()
+    got: list[dict] = []
+    first_delivery = asyncio.Event()
+
+    async def handler(message: dict) -> None:
+        got.append(message)
+        if len(got) == 1:
+            await first_delivery.wait()  # a slow fan-out: the next pushes queue meanwhile
+
+    def push(first: int, last: int) -> dict:
+        events = list(range(first, last + 1))
+        return {
+            "type": "harbor.events",
+            "group": "g",
+            "first": first,
+            "sequence": last,
+            "runs": [f"r{first}"],
+            "events": events,
+        }
+
+    tail = Tail(layer, "t", handler=handler)
+    await tail.join("g")
+    await layer.group_send("g", push(1, 1))
+    await asyncio.sleep(0.05)
+    for message in (push(2, 3), push(4, 4), push(6, 6), {"type": "harbor.close", "group": "g"}, push(7, 7)):
+        await layer.group_send("g", message)
+    await asyncio.sleep(0.05)
+    first_delivery.set()
+    await asyncio.sleep(0.05)
+    assert [(m["type"], m.get("first"), m.get("sequence")) for m in got] == [
+        ("harbor.events", 1, 1),
+        ("harbor.events", 2, 4),  # 2-3 and 4, in order
+        ("harbor.events", 6, 6),  # after a gap: as it came, so the socket sees the gap
+        ("harbor.close", None, None),
+        ("harbor.events", 7, 7),  # nothing is merged across another message
+    ]
+    assert got[1]["events"] == [2, 3, 4] and got[1]["runs"] == ["r2", "r4"]
+    await tail.leave()
+    hub_for(layer).reader.cancel()  # type: ignore[union-attr]
+
+
+async def test_the_sockets_of_a_tenant_share_one_membership_and_each_receive_the_push(people_tx):
+    layer = get_channel_layer()
+    run = await start(people_tx, "alice")
+    sockets = []
+    for user in ("bob", "olivia", "bob"):
+        communicator, connected, _ = await connect(user=user)
+        assert connected
+        sockets.append(communicator)
+    if isinstance(layer, InMemoryChannelLayer):
+        assert len(layer.groups[events.tenant_group(people_tx.acme.pk)]) == 1
+    await emit(run)
+    last = (await logged())[-1]
+    for communicator in sockets:
+        assert (await receive_until(communicator, last))[-1] == last
+        await communicator.disconnect()
+
+
+@database_sync_to_async
+def reads_for(people, users: list[str]) -> list[consumers.Read]:
+    reads = []
+    for user in users:
+        client = Client()
+        caller = people.caller(user)
+        client.force_login(caller.user)
+        reads.append(consumers.Read(caller.user.pk, people.acme.pk, client.cookies["sessionid"].value, None, 0, False))
+    return reads
+
+
+@database_sync_to_async
+def queries_of(reads: list[consumers.Read]) -> tuple[int, list]:
+    with CaptureQueriesContext(connection) as queries:
+        results = consumers._read_many(reads)
+    return len(queries.captured_queries), results
+
+
+async def test_the_recheck_of_many_sockets_takes_the_queries_of_one(people_tx):
+    await queries_of(await reads_for(people_tx, ["bob"]))  # content types are cached from now on
+    one, results_one = await queries_of(await reads_for(people_tx, ["bob"]))
+    many, results_many = await queries_of(await reads_for(people_tx, ["bob", "olivia", "alice", "ada", "mallory"]))
+    assert one == many == 4  # login sessions, memberships, delegations, the tenant's head
+    assert all(close is None for close, *_ in results_many)
+    assert [viewer.role for _, _, _, viewer, _ in results_many] == ["approver", "operator", "member", "admin", "member"]
+
+
+async def test_a_batched_recheck_closes_only_the_socket_that_may_no_longer_listen(people_tx):
+    reads = await reads_for(people_tx, ["bob", "olivia"])
+    await database_sync_to_async(lambda: people_tx.acme.memberships.filter(user__username="olivia").delete())()
+    _, results = await queries_of(reads)
+    assert [close for close, *_ in results] == [None, consumers.CLOSE_FORBIDDEN]
+    signed_out = consumers.Read(reads[0].user_id, people_tx.acme.pk, "no-such-session", None, 0, False)
+    _, results = await queries_of([signed_out, reads[0]])
+    assert [close for close, *_ in results] == [consumers.CLOSE_UNAUTHENTICATED, None]
+
+
+@database_sync_to_async
+def delegated_callers(people):
+    alice, mallory = people.caller("alice"), people.caller("mallory")
+    run = start.func(people, "alice", "launch", "probe")
+    drain()
+    delegate(run, user=mallory.user, permission="view_run")
+    delegate(Pause.objects.get(run=run), user=mallory.user, permission="decide_pause")
+    callers = [alice, mallory, people.caller("bob")]
+    return [viewer_of(c) for c in callers], viewers_of(callers)
+
+
+async def test_the_batched_viewers_are_the_viewers_one_by_one(people_tx, probe):
+    one_by_one, batched = await delegated_callers(people_tx)
+    assert batched == one_by_one
+    assert batched[1].runs and batched[1].decides  # mallory's delegations are in
+
+
+async def test_a_push_that_never_came_is_read_from_the_log_after_the_recheck(people_tx, settings, monkeypatch):
+    settings.HARBOR_WS_RECHECK_SECONDS = 0.3
+    run = await start(people_tx, "alice")
+    bob, connected, _ = await connect(user="bob")
+    assert connected
+    assert await bob.receive_nothing(timeout=0.5)
+    monkeypatch.setattr(events, "_push", lambda tenant_id, published: None)  # every push lost
+    await emit(run)
+    last = (await logged())[-1]
+    assert (await receive_until(bob, last, timeout=5))[-1] == last
+    await bob.disconnect()
