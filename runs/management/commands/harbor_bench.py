@@ -30,6 +30,7 @@ from runs.runtime.planner import CallTool, Decision, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool
 
+from . import _bench_wake as latency
 from ._seed import seed_history
 
 
@@ -144,14 +145,18 @@ class Command(BaseCommand):
             "--seed", type=int, default=0, help="bulk-write this many more pauses (1%% open) before the read figures"
         )
         parser.add_argument("--reads-only", action="store_true", help="skip the cycle figures")
+        latency.add_arguments(parser)
 
     def handle(
-        self, *args: str, rounds: int, cycles: int, history: int, seed: int, reads_only: bool, **options: object
+        self, *args: str, rounds: int, cycles: int, history: int, seed: int, reads_only: bool, **options: Any
     ) -> None:
         settings.HARBOR_EXECUTOR = "manual"
         database = connection.vendor
         alice = caller_resolve(tenant="acme", user="alice", session="bench")
         bob = caller_resolve(tenant="acme", user="bob", session="bench")
+        if options["latency_only"]:
+            self.stdout.write(f"Harbor latency on {database}")
+            return latency.rows(self.stdout.write, alice, options)
         self.stdout.write(f"Harbor benchmark on {database} ({rounds} rounds of {cycles} cycles; min / median / max)")
         if not reads_only:
             self._cycles(alice, rounds, cycles, database)
@@ -166,6 +171,7 @@ class Command(BaseCommand):
             )
             self.stderr.write(f"\n  seeded {seed} pauses in {time.perf_counter() - began:.0f} s")
         self._reads(alice, bob, history + seed)
+        latency.rows(self.stdout.write, alice, options)
 
     def _cycles(self, alice: Caller, rounds: int, cycles: int, database: str) -> None:
         langgraph = _langgraph(database)
