@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, ImproperlyConfigured
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
 from runs.domain.payload import MAX_REQUEST_BYTES
@@ -201,3 +201,20 @@ def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
         guarded_process,
     )
     WebRequest.harbor_body_limit = limit
+
+
+class OneThreadMiddleware:
+    """Last in MIDDLEWARE, and sync only on purpose. Under ASGI, Django runs each step of an
+    async-capable middleware (process_request, process_view, process_response) on a thread
+    of its own and comes back to the event loop in between: a dozen hand-offs per request.
+    A sync-only middleware at the bottom makes Django build the whole stack in sync mode,
+    so a request crosses from the loop to its thread once, and back once for the view."""
+
+    sync_capable = True
+    async_capable = False
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        return self.get_response(request)

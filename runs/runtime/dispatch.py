@@ -106,9 +106,12 @@ class _LocalPool:
             self._started = False
 
     def wake(self) -> None:
+        """One wake-up wakes one thread: it drains until nothing is ready. Waking them all
+        had every thread query and race for the same run, on the GIL the request that
+        woke them still needs."""
         with self._condition:
             self._signals += 1
-            self._condition.notify_all()
+            self._condition.notify()
 
     def _work(self) -> None:
         while not self._stopping.is_set():

@@ -78,7 +78,7 @@ def _wait(predicate: Callable[[], bool], what: str, timeout: float = 120) -> Non
     while not predicate():
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.005)
+        time.sleep(0.02)
 
 
 @contextmanager
