@@ -88,10 +88,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # Last but one, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",
-    # Sync only, so the whole stack runs on one thread per request (no hand-off per step).
-    "runs.protocol.middleware.OneThreadMiddleware",
 ]
 
 ROOT_URLCONF = "harbor_site.urls"

@@ -17,8 +17,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, ImproperlyConfigured
+from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
@@ -203,18 +205,17 @@ def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
     WebRequest.harbor_body_limit = limit
 
 
-class OneThreadMiddleware:
-    """Last in MIDDLEWARE, and sync only on purpose. Under ASGI, Django runs each step of an
-    async-capable middleware (process_request, process_view, process_response) on a thread
-    of its own and comes back to the event loop in between: a dozen hand-offs per request.
-    A sync-only middleware at the bottom makes Django build the whole stack in sync mode,
-    so a request crosses from the loop to its thread once, and back once for the view."""
+class OneThreadASGIHandler(ASGIHandler):
+    """Django's ASGI handler with its middleware stack built in sync mode. Django's own runs
+    each step of every async-capable middleware (process_request, process_view,
+    process_response), the view and the template render as a separate hand-off between the
+    event loop and the request's thread: half a dozen per request, each a wait for the
+    GIL. Here the whole stack and a sync view run in one call on the request's thread (an
+    async view, the event stream, is run from it as Django runs async views in a sync stack)."""
 
-    sync_capable = True
-    async_capable = False
+    def __init__(self) -> None:
+        super().__init__()
+        self.load_middleware(is_async=False)
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        return self.get_response(request)
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        return await sync_to_async(self.get_response, thread_sensitive=True)(request)

@@ -116,11 +116,14 @@ class _LocalPool:
     def _work(self) -> None:
         while not self._stopping.is_set():
             with self._condition:
+                timed_out = False
                 if not self._signals and not self._stopping.is_set():
-                    self._condition.wait(timeout=self._interval)
-                self._signals = max(0, self._signals - 1)
-            if not self._stopping.is_set():
-                self._safely(drain)
+                    timed_out = not self._condition.wait(timeout=self._interval)
+                if self._signals:
+                    self._signals -= 1
+                elif not timed_out:
+                    continue  # woken, but another thread took the wake-up (or the pool stops)
+            self._safely(drain)  # a wake-up, or the periodic look
 
     def _sweep(self) -> None:
         while not self._stopping.wait(self._interval):
