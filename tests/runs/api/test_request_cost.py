@@ -88,7 +88,7 @@ def test_an_asgi_request_crosses_between_loop_and_thread_at_most_three_times(peo
     body = json.dumps({"identity": {"run": run}, "payload": {}})
 
     async def approve() -> httpx.Response:
-        transport = httpx.ASGITransport(app=OneThreadASGIHandler())
+        transport = httpx.ASGITransport(app=OneThreadASGIHandler())  # type: ignore[arg-type]  # stubs differ on Mapping
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
             headers = {"Authorization": f"Bearer {mint('alice')}", "Content-Type": "application/json"}
             return await client.post("/v1/control/approve", content=body, headers=headers)
