@@ -17,6 +17,7 @@ from channels.security.websocket import WebsocketDenier  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.http.request import split_domain_port, validate_host  # noqa: E402
 
+from harbor_site.sqlite_wal import keep_wal_open  # noqa: E402
 from runs.domain import events  # noqa: E402
 from runs.protocol.middleware import BodyLimit, OneThreadASGIHandler, limit_daphne_bodies  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
@@ -89,6 +90,7 @@ async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISend
     if events._server_loop is None:
         # The first connection tells us the server's loop; the embedded runtime starts then.
         events.bind_server_loop(asyncio.get_running_loop())
+        keep_wal_open()  # SQLite: requests closing the last connection would rebuild the log each time
         start_local_runtime()
     if scope["type"] == "http" and scope.get("path") in STREAM_PATHS:
         async with ThreadSensitiveContext(executor=_STREAM_SETUP):

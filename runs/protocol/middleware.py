@@ -25,6 +25,7 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
 from runs.domain.payload import MAX_REQUEST_BYTES
+from runs.runtime.wake import after_response
 
 PROTOCOL_PREFIX = "/v1/"
 Scope = dict[str, Any]
@@ -216,6 +217,10 @@ class OneThreadASGIHandler(ASGIHandler):
     def __init__(self) -> None:
         super().__init__()
         self.load_middleware(is_async=False)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with after_response():  # the embedded pool starts once the answer is out
+            await super().handle(scope, receive, send)
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)

@@ -1,9 +1,23 @@
-"""The embedded executor's wake-ups: one wake-up sets one worker thread draining."""
+"""Wake-ups: one sets one embedded worker thread draining; an in-process one waits until
+the response that raised it is sent."""
 
+import asyncio
+import json
 import threading
 import time
+from collections.abc import Mapping
+from typing import Any
 
+import pytest
+from asgiref.sync import async_to_sync
+from django.test import override_settings
+
+from runs.domain.services import run_start
+from runs.protocol.middleware import OneThreadASGIHandler
 from runs.runtime import dispatch
+from runs.runtime.dispatch import drain
+from runs.runtime.wake import register
+from tests.runs.api.conftest import TRUSTED_PEM, mint
 
 
 def test_one_wake_up_sets_one_worker_thread_draining(monkeypatch):
@@ -32,3 +46,56 @@ def test_one_wake_up_sets_one_worker_thread_draining(monkeypatch):
     finally:
         pool.stop()
     assert not any(thread.name.startswith("harbor-worker-") for thread in pool._threads if thread.is_alive())
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("in_process", [True, False])
+def test_an_in_process_wake_up_waits_for_the_response_and_another_does_not(people_tx, settings, in_process):
+    """The embedded pool's thread would take the GIL from the request still answering;
+    Celery's wake-up goes to another process, so it is sent at commit."""
+    order: list[str] = []
+    register("test-executor", lambda: order.append("woken"), in_process=in_process)
+    settings.HARBOR_EXECUTOR = "test-executor"
+    settings.HARBOR_JWT_PUBLIC_KEYS = TRUSTED_PEM
+    alice = people_tx.caller("alice")
+    with override_settings(HARBOR_EXECUTOR="manual"):
+        run, _ = run_start(caller=alice, query="deploy build 7 to staging", agent_id="deploy")
+        drain()
+    body = json.dumps({"identity": {"run": run.pk}, "payload": {}}).encode()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/control/approve",
+        "raw_path": b"/v1/control/approve",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"testserver"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"authorization", f"Bearer {mint('alice')}".encode()),
+        ],
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver", 80),
+    }
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict:
+        if messages:
+            return messages.pop(0)
+        await asyncio.Event().wait()  # the client stays until the answer comes
+        raise AssertionError("unreachable")
+
+    async def send(message: Mapping[str, Any]) -> None:
+        order.append(message["type"])
+        if message["type"] == "http.response.start":
+            order.append(f"status {message['status']}")
+
+    async_to_sync(OneThreadASGIHandler())(scope, receive, send)
+    assert "status 200" in order, order
+    answered = order.index("http.response.body")
+    assert order.count("woken") == 1
+    assert (order.index("woken") > answered) is in_process, order

@@ -31,7 +31,7 @@ from approvals.models import Pause, PauseState
 from runs.domain.services import run_start, steering_submit
 from runs.identity.bearer_tokens import token_issue
 from runs.identity.callers import Caller
-from runs.models import Run, RunStatus
+from runs.models import Run, RunStatus, ToolCall
 from runs.runtime import dispatch
 from runs.runtime.planner import CallTool, Decision, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent
@@ -242,6 +242,7 @@ def http_rows(write: Write, caller: Caller, approvals: int, scratch: Path, port:
         with httpx.Client(base_url=url, headers=headers, timeout=30) as client:  # one kept-alive connection
             for index, run_id in enumerate(ids):
                 body = {"identity": {"run": run_id}, "payload": {"token": tokens[run_id]}}
+                connection.close()  # as in production, no other process holds the database open
                 began = time.perf_counter()
                 response = client.post("/v1/control/approve", json=body)
                 elapsed = (time.perf_counter() - began) * 1000
@@ -259,6 +260,15 @@ def http_rows(write: Write, caller: Caller, approvals: int, scratch: Path, port:
             _stop(process)
     executor = "Celery worker" if production else "embedded pool"
     write(f"  POST /v1/control/approve round trip, Daphne ({executor})         {_figures(spent)}")
+    # The same approvals, server side: the decision's timestamp (written just before its
+    # commit) to the gated call's ledger row (opened just before the tool body runs).
+    decided = dict(Pause.objects.filter(run_id__in=ids[3:]).values_list("run_id", "decided_at"))
+    opened = ToolCall.objects.filter(run_id__in=ids[3:], tool="deploy_to_production", attempt=1)
+    woke = [
+        (started - decided[run_id]).total_seconds() * 1000
+        for run_id, started in opened.values_list("run_id", "started_at")
+    ]
+    write(f"    … the same approvals: decided → gated tool call opened ({executor}) {_figures(woke)}")
 
 
 # --- the command's side -------------------------------------------------------------------
