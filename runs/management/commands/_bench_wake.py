@@ -124,11 +124,11 @@ def _approve_to_start(caller: Caller, ids: list[str]) -> list[float]:
 # --- approve committed → the gated tool starts ------------------------------------------------------
 
 
-def _celery_worker(log: Path, concurrency: int) -> tuple[subprocess.Popen, str]:
+def _celery_worker(log: Path, concurrency: int, pool: str = "prefork") -> tuple[subprocess.Popen, str]:
     node = f"bench-{os.getpid()}@localhost"
     env = {**os.environ, "HARBOR_EXECUTOR": "celery"}
     argv = [sys.executable, "-m", "celery", "-A", "harbor_site", "worker", "--loglevel", "WARNING"]
-    argv += ["--concurrency", str(concurrency), "--without-gossip", "--without-mingle", "-n", node]
+    argv += ["--pool", pool, "--concurrency", str(concurrency), "--without-gossip", "--without-mingle", "-n", node]
     argv += ["--include", __name__]
     out = open(log, "w")
     worker = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -145,13 +145,13 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def wake_rows(write: Write, caller: Caller, approvals: int, scratch: Path, concurrency: int) -> None:
+def wake_rows(write: Write, caller: Caller, approvals: int, scratch: Path, concurrency: int, pool: str) -> None:
     if connection.vendor != "sqlite":
         from runs.tasks import dispatch as dispatch_task
 
         app = dispatch_task.app
         app.control.purge()
-        worker, node = _celery_worker(scratch / "bench-worker.log", concurrency)
+        worker, node = _celery_worker(scratch / "bench-worker.log", concurrency, pool)
         try:
             _wait(lambda: bool(app.control.ping(destination=[node], timeout=0.5)), "the Celery worker", timeout=60)
             settings.HARBOR_EXECUTOR = "celery"
@@ -161,16 +161,16 @@ def wake_rows(write: Write, caller: Caller, approvals: int, scratch: Path, concu
         finally:
             settings.HARBOR_EXECUTOR = "manual"
             _stop(worker)
-        write(f"  approve committed → gated tool starts, Celery + Redis ({concurrency} procs)  {_figures(spent)}")
+        write(f"  approve committed → gated tool starts, Celery + Redis ({pool} ×{concurrency})  {_figures(spent)}")
     settings.HARBOR_EXECUTOR = "thread"
-    pool = dispatch.local_pool()
-    pool.start()
+    threads = dispatch.local_pool()
+    threads.start()
     try:
         ids = _paused_runs(caller, approvals, AGENT, "launch", lambda: None)
         _approve_to_start(caller, ids[:3])
         spent = _approve_to_start(caller, ids[3:])
     finally:
-        pool.stop()
+        threads.stop()
         settings.HARBOR_EXECUTOR = "manual"
     write(f"  approve committed → gated tool starts, embedded pool          {_figures(spent)}")
 
@@ -210,7 +210,9 @@ def _server_ready(url: str) -> bool:
         return False
 
 
-def http_rows(write: Write, caller: Caller, approvals: int, scratch: Path, port: int, concurrency: int) -> None:
+def http_rows(
+    write: Write, caller: Caller, approvals: int, scratch: Path, port: int, concurrency: int, pool: str
+) -> None:
     token, key_env = _token(caller, scratch)
     production = connection.vendor != "sqlite"
     env = {
@@ -226,7 +228,7 @@ def http_rows(write: Write, caller: Caller, approvals: int, scratch: Path, port:
         from runs.tasks import dispatch as dispatch_task
 
         dispatch_task.app.control.purge()
-        worker, node = _celery_worker(scratch / "bench-worker.log", concurrency)
+        worker, node = _celery_worker(scratch / "bench-worker.log", concurrency, pool)
         processes.append(worker)
     try:
         _wait(lambda: _server_ready(url), "Daphne", timeout=60)
@@ -280,7 +282,8 @@ def add_arguments(parser: ArgumentParser) -> None:
     parser.add_argument("--latency-only", action="store_true", help="only the --wake and --http rows")
     parser.add_argument("--approvals", type=int, default=100, help="approvals timed per latency row")
     parser.add_argument("--port", type=int, default=0, help="Daphne's port for --http (default: a free one)")
-    parser.add_argument("--worker-procs", type=int, default=2, help="Celery worker processes")
+    parser.add_argument("--worker-procs", type=int, default=2, help="Celery worker concurrency")
+    parser.add_argument("--worker-pool", default="prefork", help="Celery worker pool (prefork, threads, solo)")
 
 
 def _free_port() -> int:
@@ -290,9 +293,9 @@ def _free_port() -> int:
 
 
 def rows(write: Write, caller: Caller, options: dict[str, Any]) -> None:
-    approvals, procs = max(1, options["approvals"]), options["worker_procs"]
+    approvals, procs, pool = max(1, options["approvals"]), options["worker_procs"], options["worker_pool"]
     scratch = Path(settings.VAR_DIR)
     if options["wake"]:
-        wake_rows(write, caller, approvals + 3, scratch, procs)
+        wake_rows(write, caller, approvals + 3, scratch, procs, pool)
     if options["http"]:
-        http_rows(write, caller, approvals, scratch, options["port"] or _free_port(), procs)
+        http_rows(write, caller, approvals, scratch, options["port"] or _free_port(), procs, pool)
