@@ -127,6 +127,8 @@ class Run(models.Model):
             models.Index(fields=["tenant", "-created_at"], name="run_tenant_age"),
             models.Index(fields=["tenant", "owner", "-created_at"], name="run_tenant_owner_age"),
             models.Index(fields=["status", "-priority", "created_at"], name="run_dispatch_order"),
+            # The few runs a worker holds: a tenant's share of workers is counted from these.
+            models.Index(fields=["tenant", "lease_expires_at"], condition=~Q(lease_owner=""), name="run_leased"),
         ]
         constraints = [
             models.UniqueConstraint(

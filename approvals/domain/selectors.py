@@ -1,9 +1,10 @@
 """Reads of pauses, already filtered to what the caller may see or decide."""
 
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from approvals.models import Pause, PauseState
 from runs.domain.pagination import Page, paginate
@@ -22,6 +23,90 @@ def pauses_decidable(*, caller: Caller) -> QuerySet[Pause]:
         .select_related("run", "run__owner")
         .order_by("-created_at", "-pk")
     )
+
+
+# Older cards are reached by keyset: a cursor names the last card shown, so a page costs
+# the same at any depth and a pause opened or decided meanwhile shifts nothing.
+CURSOR_TIME = "%Y%m%d%H%M%S%f"
+# A card never shows the tool context, the sealed token or the run's checkpoint: left
+# unread, they cost nothing however long the run's history.
+CARD_UNREAD = (
+    "token_sealed",
+    "tool_context",
+    "handle_keys",
+    "decision_input",
+    "run__context",
+    "run__messages",
+    "run__checkpoint",
+    "run__answer",
+)
+
+
+# Counted up to here, then shown as "1000+": the count reads every open row it counts,
+# scattered across the whole history's pages, so an exact one grows with the open pauses.
+INBOX_COUNT_CAP = 1000
+
+
+@dataclass(frozen=True)
+class OpenCount:
+    value: int  # at most INBOX_COUNT_CAP
+    capped: bool  # more open pauses than that
+
+    def __str__(self) -> str:
+        return f"{self.value}+" if self.capped else str(self.value)
+
+
+@dataclass(frozen=True)
+class InboxPage:
+    pauses: list[Pause]
+    total: OpenCount  # every open pause the caller may decide, not only this page's
+    next_cursor: str | None  # the cursor of the page after this one, None on the last
+
+
+def pauses_decidable_count(*, caller: Caller) -> OpenCount:
+    """How many open pauses the caller may decide, counted up to INBOX_COUNT_CAP."""
+    counted = pauses_decidable(caller=caller).order_by().values("pk")[: INBOX_COUNT_CAP + 1].count()
+    return OpenCount(min(counted, INBOX_COUNT_CAP), counted > INBOX_COUNT_CAP)
+
+
+def pause_cursor(pause: Pause) -> str:
+    """A pause's place in the inbox order (newest first): its creation time in UTC to the
+    microsecond, then its id; strings compare as the order does."""
+    return f"{pause.created_at.astimezone(UTC):{CURSOR_TIME}}-{pause.pk}"
+
+
+def _cursor_position(cursor: str) -> tuple[datetime, str] | None:
+    stamp, _, pk = cursor.partition("-")
+    try:
+        created = datetime.strptime(stamp, CURSOR_TIME).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return (created, pk) if pk else None
+
+
+def inbox_page(*, caller: Caller, before: str | None = None, after: str | None = None, size: int = 20) -> InboxPage:
+    """A page of the open pauses the caller may decide, newest first: older than the card
+    `before` names and newer than the one `after` names, when given (a live page asks for
+    what arrived since its newest card; an unreadable cursor reads as none). Two queries
+    whatever the history: the page (one row more, to know whether another follows) and
+    the count (capped), both on the (tenant, state, age) index."""
+    decidable = pauses_decidable(caller=caller).defer(*CARD_UNREAD)
+    # Each bound's plain time comes first: it is what the index scan starts (or stops)
+    # at; the OR alone would be a filter over every open pause on the wrong side.
+    if (older := _cursor_position(before) if before else None) is not None:
+        created, pk = older
+        decidable = decidable.filter(created_at__lte=created).filter(
+            Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk)
+        )
+    if (newer := _cursor_position(after) if after else None) is not None:
+        created, pk = newer
+        decidable = decidable.filter(created_at__gte=created).filter(
+            Q(created_at__gt=created) | Q(created_at=created, pk__gt=pk)
+        )
+    rows = list(decidable[: size + 1])
+    pauses = rows[:size]
+    total = pauses_decidable_count(caller=caller)
+    return InboxPage(pauses, total, pause_cursor(pauses[-1]) if len(rows) > size else None)
 
 
 def pause_decidable(*, caller: Caller, pause_id: str) -> Pause | None:

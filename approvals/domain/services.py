@@ -256,13 +256,14 @@ def _approved_args(pause: Pause, args: object) -> dict[str, Any]:
 
 def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, decision_input: object) -> None:
     now = timezone.now()
+    tenant = actor.tenant if actor is not None else pause.tenant  # a decider is of the pause's tenant
     fields: dict[str, object] = {
         "state": PauseState.RESUMED,
         "decision": decision,
         "decision_reason": reason,
         "decision_input": decision_input,
         "decided_at": now,
-        "on_behalf_of": f"{pause.tenant.slug}/{pause.identity_user}/{pause.identity_session}",
+        "on_behalf_of": f"{tenant.slug}/{pause.identity_user}/{pause.identity_session}",
     }
     if actor is not None:
         fields.update(decided_by=actor.user, decided_session=actor.session)

@@ -4,7 +4,7 @@ the protocol's."""
 
 import json
 import uuid
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from django.contrib import messages
 from django.http import HttpResponse
@@ -50,14 +50,33 @@ def pause_card(pause: Pause) -> dict:
         "authorize_url": url if urlsplit(url).scheme in ("http", "https") else "",
         "source": payload.get("SourceName") or "the provider",
         "event_id": uuid.uuid4().hex,
+        "decide_url": reverse("approvals:decide", args=[pause.pk]),
+        "run_url": reverse("run", args=[pause.run_id]),
     }
+
+
+# Cards on one page: a screenful or two. Older ones follow by keyset ("Show older"), so
+# the page costs the same whatever the inbox holds.
+INBOX_PAGE_SIZE = 20
 
 
 @member_required
 @require_GET
 def inbox(request: MemberRequest) -> HttpResponse:
-    cards = [pause_card(pause) for pause in selectors.pauses_decidable(caller=request.caller)[:100]]
-    context = {"cards": cards, "tab": "open", "page": "inbox"}
+    before = request.GET.get("before") or None
+    # `after`: a live page asks only for the cards that arrived since its newest one.
+    after = request.GET.get("after") or None
+    page = selectors.inbox_page(caller=request.caller, before=before, after=after, size=INBOX_PAGE_SIZE)
+    context = {
+        "cards": [pause_card(pause) | {"cursor": selectors.pause_cursor(pause)} for pause in page.pauses],
+        "open_count": page.total,
+        "next_cursor": page.next_cursor,
+        "before": before,
+        # A decision made on an older page (without JavaScript) comes back to it.
+        "back_url": f"{reverse('approvals:inbox')}?{urlencode({'before': before})}" if before else "",
+        "tab": "open",
+        "page": "inbox",
+    }
     if request.GET.get("fragment") == "cards":
         return render(request, "approvals/_cards.html", context)
     return render(request, "approvals/inbox.html", context)
@@ -67,7 +86,7 @@ def inbox(request: MemberRequest) -> HttpResponse:
 @require_GET
 def history(request: MemberRequest) -> HttpResponse:
     pauses = list(selectors.pause_history(caller=request.caller))
-    open_count = selectors.pauses_decidable(caller=request.caller).count()
+    open_count = selectors.pauses_decidable_count(caller=request.caller)
     return render(
         request,
         "approvals/history.html",

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError
+from django.utils import timezone
 
 from approvals.domain import refusals
 from approvals.domain.services import pause_decide
@@ -35,7 +36,7 @@ from runs.models import (
     SteeringState,
 )
 from runs.runtime.registry import agent_exists
-from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now, settle_instruction
+from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now
 from runs.runtime.wake import wake_on_commit
 
 log = logging.getLogger("harbor.runs")
@@ -171,7 +172,10 @@ def _submit_locked(
     pause_id: str | None,
 ) -> SteeringReceipt:
     run = (
-        Run.objects.select_for_update(no_key=True).filter(pk=run_id, tenant=caller.tenant).first()
+        Run.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("owner")
+        .filter(pk=run_id, tenant=caller.tenant)
+        .first()
         if isinstance(run_id, str)
         else None
     )
@@ -196,17 +200,8 @@ def _submit_locked(
     if method == Instruction.CANCEL:
         lock_cascade(run)
 
-    instruction = SteeringInstruction.objects.create(
-        tenant=caller.tenant,
-        run=run,
-        instruction=method,
-        # Never keep a resume token, even a spent one: the audit names the pause instead.
-        payload={k: v for k, v in payload.items() if k != "token"},
-        event_id=event_id,
-        actor=caller.user,
-        actor_session=caller.session,
-    )
     narrate_control(run, events.CONTROL_RECEIVED, method, "received")
+    cancel_now = method == Instruction.CANCEL and run.status != RunStatus.RUNNING
     if method in DECISION_INSTRUCTIONS:
         pause_decide(
             caller=caller,
@@ -218,21 +213,39 @@ def _submit_locked(
             args=payload.get("args"),
             input=payload.get("input"),
         )
-        settle_instruction(instruction, run, SteeringState.APPLIED)
     elif method == Instruction.PRIORITIZE:
         _apply_prioritize(run, payload["priority"])
-        settle_instruction(instruction, run, SteeringState.APPLIED)
-    elif method == Instruction.CANCEL and run.status != RunStatus.RUNNING:
-        settle_instruction(instruction, run, SteeringState.APPLIED)
-        run_cancel_now(run, reason=f"cancelled by {caller.user.username}", cascaded=False)
     elif method == Instruction.PAUSE and run.status == RunStatus.PAUSED:
         raise InvalidRequest("the run is already paused")
-    else:
+    elif not cancel_now:  # the rest waits for the run's next step boundary
         fields = {"steering_pending": True}
         if method == Instruction.CANCEL and payload.get("hard"):
             fields["hard_cancel"] = True
         Run.objects.filter(pk=run.pk).update(**fields)
+        return SteeringReceipt(_instruction(caller, run, method, payload, event_id), replayed=False)
+    # Applied at once: the audit row is written settled.
+    instruction = _instruction(caller, run, method, payload, event_id, applied=True)
+    narrate_control(run, events.CONTROL_APPLIED, method, SteeringState.APPLIED)
+    if cancel_now:
+        run_cancel_now(run, reason=f"cancelled by {caller.user.username}", cascaded=False)
     return SteeringReceipt(instruction, replayed=False)
+
+
+def _instruction(
+    caller: Caller, run: Run, method: str, payload: dict[str, Any], event_id: str | None, *, applied: bool = False
+) -> SteeringInstruction:
+    return SteeringInstruction.objects.create(
+        tenant=caller.tenant,
+        run=run,
+        instruction=method,
+        # Never keep a resume token, even a spent one: the audit names the pause instead.
+        payload={k: v for k, v in payload.items() if k != "token"},
+        event_id=event_id,
+        actor=caller.user,
+        actor_session=caller.session,
+        state=SteeringState.APPLIED if applied else SteeringState.PENDING,
+        settled_at=timezone.now() if applied else None,
+    )
 
 
 def _holds_decide_permission(caller: Caller, run: Run, token: str | None, pause_id: str | None) -> bool:

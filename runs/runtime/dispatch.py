@@ -15,15 +15,14 @@ import threading
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import close_old_connections
-from django.db.models import Count
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from approvals.domain.services import pause_sweep_overdue
 from runs.models import Run
 
 from . import handles, loop
-from .lease import claimable
+from .lease import READY, claimable
 from .wake import register, wake_now
 
 log = logging.getLogger("harbor.runtime")
@@ -34,29 +33,33 @@ def drain(*, limit: int | None = None) -> int:
     handles.reap_ended()
     advanced = 0
     while limit is None or advanced < limit:
-        worker = loop.new_worker_id()
-        run_id = next((pk for pk in _ready_ids() if loop.claim(pk, worker)), None)
-        if run_id is None:
+        if not any(loop.advance(pk) for pk in _ready_ids()):  # the first one claimed is advanced
             return advanced
-        loop.advance_claimed(run_id, worker)
         advanced += 1
     return advanced
 
 
+# Written out once rather than built by the ORM on every look (the dispatcher asks twice per
+# drain): ready runs in dispatch order, leaving out tenants already at their share of workers.
+_READY = f"""
+    SELECT id FROM {Run._meta.db_table}
+    WHERE status IN (%s, %s) AND (lease_owner = '' OR lease_expires_at < %s)
+      AND tenant_id NOT IN (
+        SELECT tenant_id FROM {Run._meta.db_table}
+        WHERE NOT (lease_owner = '') AND lease_expires_at >= %s
+        GROUP BY tenant_id HAVING COUNT(*) >= %s)
+    ORDER BY priority DESC, created_at LIMIT 20"""
+
+
 def _ready_ids() -> list[str]:
-    """Ready runs in dispatch order, leaving out tenants already at their share of workers
-    (HARBOR_TENANT_MAX_RUNNING), so one busy tenant cannot hold every worker. The cap is
-    soft: workers claiming at the same instant may overshoot it by one each."""
-    busy = (
-        Run.objects.filter(lease_expires_at__gte=timezone.now())
-        .exclude(lease_owner="")
-        .values("tenant_id")
-        .annotate(held=Count("pk"))
-        .filter(held__gte=settings.HARBOR_TENANT_MAX_RUNNING)
-        .values("tenant_id")
-    )
-    ready = claimable().exclude(tenant_id__in=busy).order_by("-priority", "created_at")
-    return list(ready.values_list("pk", flat=True)[:20])
+    """Ready runs in dispatch order (those `claimable()` returns), leaving out tenants already
+    at their share of workers (HARBOR_TENANT_MAX_RUNNING), so one busy tenant cannot hold
+    every worker. The cap is soft: workers claiming at the same instant may overshoot it by
+    one each."""
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute(_READY, [*READY, now, now, settings.HARBOR_TENANT_MAX_RUNNING])
+        return [pk for (pk,) in cursor.fetchall()]
 
 
 def sweep() -> None:

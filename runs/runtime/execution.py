@@ -1,10 +1,12 @@
 """A step's tool body, run outside any transaction while the lease's heartbeat runs, and
 the record of its outcome: under the run lock, only if this worker still holds the run and
-the attempt is still the step's live one (the fence)."""
+the attempt is still the step's live one (the fence). The record's transaction goes on
+with whatever comes next (`then`), so the next step needs no transaction of its own."""
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from runs.domain import events
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
@@ -16,6 +18,9 @@ from .lease import Lease, LeaseLost
 from .ledger import settle_attempt
 from .parking import park
 from .tools import Interrupted, Tool, ToolContext, ToolPause
+
+Next = TypeVar("Next")
+Then = Callable[[Lease, Run], Next]  # what comes next, in the same transaction
 
 
 @dataclass
@@ -29,8 +34,9 @@ class Call:
     attempt: ToolCall
 
 
-def execute(lease: Lease, call: Call) -> bool:
-    """Run the tool body outside any transaction, then record what happened."""
+def execute(lease: Lease, call: Call, then: Then[Next]) -> Next | None:
+    """Run the tool body outside any transaction, then record what happened and go on
+    with `then` when the run goes on (None: it parked, ended or moved on)."""
     ctx, attempt = call.ctx, call.attempt
     ctx.idempotency_key = attempt.idempotency_key
     ctx.fence = lease.fence
@@ -55,13 +61,14 @@ def execute(lease: Lease, call: Call) -> bool:
                 on_park=pause.on_park,
             )
 
-        return _record(lease, call, ToolCallOutcome.PAUSED, park_signalled)
+        return _record(lease, call, ToolCallOutcome.PAUSED, park_signalled, then)
     except LeaseLost:
         settle_attempt(attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
         raise
     except Interrupted:
         settle_attempt(attempt, ToolCallOutcome.INTERRUPTED)
-        return True  # the next boundary applies the hard cancel; the step is not recorded
+        with events.atomic():  # the boundary applies the hard cancel; the step is not recorded
+            return then(lease, lease.locked_run())
     except ErrToolContextLost as lost:
         message = lost.message
         return _record(
@@ -69,6 +76,7 @@ def execute(lease: Lease, call: Call) -> bool:
             call,
             ToolCallOutcome.FAILED,
             lambda run: run_fail(run, FailureCode.TOOL_CONTEXT_LOST, message),
+            then,
             message,
         )
     except Exception as error:
@@ -84,25 +92,27 @@ def execute(lease: Lease, call: Call) -> bool:
             )
             run_fail(run, FailureCode.RUNTIME_ERROR, message)
 
-        return _record(lease, call, ToolCallOutcome.FAILED, failed, message)
-    return _record(lease, call, ToolCallOutcome.COMPLETED, lambda run: _checkpoint(run, call, result))
+        return _record(lease, call, ToolCallOutcome.FAILED, failed, then, message)
+    return _record(lease, call, ToolCallOutcome.COMPLETED, lambda run: _checkpoint(run, call, result), then)
 
 
-def _record(lease: Lease, call: Call, outcome: str, apply: Callable[[Run], object], error: str = "") -> bool:
+def _record(
+    lease: Lease, call: Call, outcome: str, apply: Callable[[Run], object], then: Then[Next], error: str = ""
+) -> Next | None:
     """Record an attempt's outcome under the run lock, only if this worker still holds the
-    run and the attempt is still the step's live one (the fence)."""
+    run and the attempt is still the step's live one (the fence), then go on."""
     with events.atomic():
         try:
             run = lease.locked_run()
         except LeaseLost:
             settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
             raise
-        current = ToolCall.objects.filter(pk=call.attempt.pk, outcome=ToolCallOutcome.RUNNING).exists()
-        if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != call.step or not current:
+        if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != call.step:
             settle_attempt(call.attempt, ToolCallOutcome.FENCED, f"the run moved on (it is {run.status})")
-            return False
-        settle_attempt(call.attempt, outcome, error)
-        return bool(apply(run))
+            return None
+        if not settle_attempt(call.attempt, outcome, error):
+            return None  # no longer the step's live attempt: another worker took the step over
+        return then(lease, run) if apply(run) else None
 
 
 def _checkpoint(run: Run, call: Call, result: object) -> bool:

@@ -1,13 +1,15 @@
-"""A worker's lease on a run: claimed with a conditional UPDATE, kept alive by a heartbeat
-while a planner or tool works, and checked (fenced) before anything is recorded or any side
-effect starts. The worker id is unique per claim, so it doubles as the fencing token: a
-worker whose lease expired and was taken can never match it again."""
+"""A worker's lease on a run: claimed under the run's row lock in the transaction that starts
+its first step, kept alive by the process's keeper thread while a planner or tool works, and
+checked (fenced) before anything is recorded or any side effect starts. The worker id is
+unique per claim, so it doubles as the fencing token: a worker whose lease expired and was
+taken can never match it again."""
 
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
@@ -38,15 +40,25 @@ class Lease:
     def __init__(self, run_id: str, worker: str) -> None:
         self.run_id, self.worker = run_id, worker
         self.lost = threading.Event()
+        self.run: Run | None = None  # the row as this worker's latest transaction left it
 
-    def claim(self) -> bool:
-        """Take the run if it is free or its lease expired. The row count of this conditional
-        UPDATE decides between competing workers."""
-        now = timezone.now()
-        taken = (
-            claimable().filter(pk=self.run_id).update(lease_owner=self.worker, lease_expires_at=now + lease_length())
+    def claim_locked(self) -> Run | None:
+        """Take the run under its row lock if it is ready and free (or its holder's lease
+        expired), inside the caller's transaction; None if it is not. A row locked by another
+        transaction is waited for, not skipped: a skipped run would wait for the next sweep."""
+        run = (
+            Run.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("owner")
+            .filter(pk=self.run_id)
+            .first()
         )
-        return taken == 1
+        now = timezone.now()
+        if run is None or run.status not in READY or (run.lease_owner and not _expired(run, now)):
+            return None
+        run.lease_owner, run.lease_expires_at = self.worker, now + lease_length()
+        Run.objects.filter(pk=run.pk).update(lease_owner=run.lease_owner, lease_expires_at=run.lease_expires_at)
+        self.run = run
+        return run
 
     def renew(self) -> bool:
         renewed = Run.objects.filter(
@@ -69,17 +81,21 @@ class Lease:
 
     def locked_run(self) -> Run:
         """The run under its row lock, if this worker still holds an unexpired lease on it (the
-        fence), which is renewed while the lock is held. `no_key`: the run's key never changes,
-        so rows pointing at it (events, pauses) may still be inserted meanwhile."""
+        fence). A lease past half its length is renewed while the lock is held; a younger one
+        needs no write (the heartbeat keeps it while a planner or tool works). `no_key`: the
+        run's key never changes, so rows pointing at it (events, pauses) may still be inserted
+        meanwhile."""
         run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("owner").get(pk=self.run_id)
+        self.run = run
         if run.is_terminal:
             return run  # ended meanwhile (a cancel, a rejection): the caller stops here
         now = timezone.now()
         if run.lease_owner != self.worker or run.lease_expires_at is None or run.lease_expires_at < now:
             self.lost.set()
             raise LeaseLost(self.run_id)
-        run.lease_expires_at = now + lease_length()
-        Run.objects.filter(pk=run.pk).update(lease_expires_at=run.lease_expires_at)
+        if run.lease_expires_at - now < lease_length() / 2:
+            run.lease_expires_at = now + lease_length()
+            Run.objects.filter(pk=run.pk).update(lease_expires_at=run.lease_expires_at)
         return run
 
     def release(self) -> None:
@@ -87,26 +103,68 @@ class Lease:
 
     @contextlib.contextmanager
     def heartbeat(self) -> Iterator[None]:
-        """Renew the lease every third of its length while the body runs, on a thread of its
-        own, so a slow planner or tool (an LLM, a deploy, a remote agent) keeps its run."""
-        stop = threading.Event()
-        interval = settings.HARBOR_LEASE_SECONDS / 3
-
-        def beat() -> None:
-            try:
-                while not stop.wait(interval):
-                    if not self.renew():
-                        log.warning("worker %s lost its lease on run %s", self.worker, self.run_id)
-                        return
-            except Exception:  # the database is unreachable: the fence decides later
-                log.exception("lease heartbeat for run %s failed", self.run_id)
-            finally:
-                connection.close()
-
-        thread = threading.Thread(target=beat, name=f"harbor-lease-{self.run_id}", daemon=True)
-        thread.start()
+        """Renew the lease every third of its length while the body runs, so a slow planner
+        or tool (an LLM, a deploy, a remote agent) keeps its run. One keeper thread per
+        process renews every working lease: entering costs no thread."""
+        _keeper.keep(self, settings.HARBOR_LEASE_SECONDS / 3)
         try:
             yield
         finally:
-            stop.set()
-            thread.join()
+            _keeper.drop(self)
+
+
+def _expired(run: Run, now: datetime) -> bool:
+    return run.lease_expires_at is not None and run.lease_expires_at < now
+
+
+class _Keeper:
+    """The process's lease renewer: one daemon thread, woken when a renewal falls due."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._due: dict[Lease, tuple[float, float]] = {}  # lease -> (next renewal, interval)
+        self._wakes_at = float("inf")  # when the thread next looks, unless notified
+        self._thread: threading.Thread | None = None
+
+    def keep(self, lease: Lease, interval: float) -> None:
+        with self._changed:
+            at = time.monotonic() + interval
+            self._due[lease] = (at, interval)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="harbor-lease-keeper", daemon=True)
+                self._thread.start()
+            if at < self._wakes_at:  # sooner than it will look on its own
+                self._changed.notify()
+
+    def drop(self, lease: Lease) -> None:
+        with self._changed:
+            self._due.pop(lease, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                if not self._due:
+                    connection.close()  # idle: hold no database connection
+                now = time.monotonic()
+                due = [lease for lease, (at, _) in self._due.items() if at <= now]
+                if not due:
+                    self._wakes_at = min((at for at, _ in self._due.values()), default=float("inf"))
+                    self._changed.wait(None if self._wakes_at == float("inf") else self._wakes_at - now)
+                    self._wakes_at = 0.0  # awake: a keep() meanwhile need not notify
+                    continue
+                for lease in due:
+                    self._due[lease] = (now + self._due[lease][1], self._due[lease][1])
+            for lease in due:
+                self._renew(lease)
+
+    def _renew(self, lease: Lease) -> None:
+        try:
+            if not lease.renew():
+                log.warning("worker %s lost its lease on run %s", lease.worker, lease.run_id)
+                self.drop(lease)
+        except Exception:  # the database is unreachable: the fence decides later
+            log.exception("lease renewal for run %s failed", lease.run_id)
+            connection.close()
+
+
+_keeper = _Keeper()

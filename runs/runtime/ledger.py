@@ -7,13 +7,17 @@ from runs.models import Run, ToolCall, ToolCallOutcome
 from .tools import Tool
 
 
-def open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
-    """A new ledger row for this execution. An earlier attempt still marked running had a
-    worker that died (we hold the lease it lost): it is marked lost."""
-    now = timezone.now()
+def open_attempt(run: Run, tool: Tool, step: int, worker: str, *, opened: int | None) -> ToolCall:
+    """A new ledger row for this execution. `opened` is how many attempts the pending call
+    has had (its checkpoint counts them in the transaction that opens each; None: not
+    counted, so the ledger is). An earlier attempt still marked running had a worker that
+    died (we hold the lease it lost): it is marked lost."""
     earlier = ToolCall.objects.filter(run=run, step=step)
-    earlier.filter(outcome=ToolCallOutcome.RUNNING)._settle(outcome=ToolCallOutcome.LOST, finished_at=now)
-    number = earlier.count() + 1
+    if opened != 0:
+        earlier.filter(outcome=ToolCallOutcome.RUNNING)._settle(
+            outcome=ToolCallOutcome.LOST, finished_at=timezone.now()
+        )
+    number = (earlier.count() if opened is None else opened) + 1
     return ToolCall.objects.create(
         tenant_id=run.tenant_id,
         run=run,
@@ -25,7 +29,10 @@ def open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
     )
 
 
-def settle_attempt(attempt: ToolCall, outcome: str, error: str = "") -> None:
-    ToolCall.objects.filter(pk=attempt.pk, outcome=ToolCallOutcome.RUNNING)._settle(
+def settle_attempt(attempt: ToolCall, outcome: str, error: str = "") -> bool:
+    """Settle the attempt if it is still running; False if it was settled already (another
+    worker took the step over and marked it lost)."""
+    settled = ToolCall.objects.filter(pk=attempt.pk, outcome=ToolCallOutcome.RUNNING)._settle(
         outcome=outcome, error=error[:2000], finished_at=timezone.now()
     )
+    return settled == 1

@@ -1,17 +1,22 @@
 """The run loop: advance one claimed run a step at a time.
 
-A step is three short transactions with the slow work between them, outside any
-transaction, while a heartbeat keeps the lease:
+Each transaction holds the run lock and ends by preparing what comes next (the boundary),
+so a step costs no transaction of its own beyond the work it does. The slow work runs
+between them, outside any transaction, while the keeper renews the lease:
 
-1. the boundary (run lock): fence, apply pending steering, restore the tool context;
-   the planner is then asked outside the transaction (unless a call is already pending);
-2. the dispatch (run lock): fence and re-check the step, then finish, park, gate, or
+1. the claim (run lock): take the lease, start a pending run, then the boundary;
+2. the boundary (end of every transaction that goes on): apply pending steering, restore
+   the tool context; a pending call (an approved one, or one a dead worker left) is
+   dispatched at once, else the planner is asked outside the transaction;
+3. the dispatch (run lock): fence and re-check the step, then finish, park, gate, or
    persist the call as pending and open its attempt in the tool-call ledger;
    the tool body then runs outside the transaction, with the step's idempotency key;
-3. the record (run lock): fence and re-check the attempt, then checkpoint the result.
+4. the record (run lock): fence and re-check the attempt, checkpoint the result, and
+   the next boundary.
 
 A pending call is persisted before its body starts, so a retry after a crash repeats the
-same call rather than asking the planner again; a step recorded once is never run again."""
+same call rather than asking the planner again; a step recorded once is never run again.
+The transaction that parks or ends the run releases the lease with it."""
 
 import logging
 import uuid
@@ -45,41 +50,50 @@ def new_worker_id() -> str:
     return uuid.uuid4().hex
 
 
-def claim(run_id: str, worker: str) -> bool:
-    return Lease(run_id, worker).claim()
+@dataclass
+class Boundary:
+    """A step about to ask the planner: what the dispatch re-checks."""
+
+    agent_id: str
+    step: int
+    ctx: ToolContext
+    view: PlannerView
+
+
+Next = Boundary | Call | None  # what a transaction leaves to do: ask, call, or stop
 
 
 def advance(run_id: str, worker: str | None = None) -> bool:
-    """Claim and advance a run until it parks, ends or loses its lease."""
-    worker = worker or new_worker_id()
-    if not claim(run_id, worker):
-        return False
-    advance_claimed(run_id, worker)
-    return True
-
-
-def advance_claimed(run_id: str, worker: str) -> None:
-    lease = Lease(run_id, worker)
+    """Claim a run and advance it until it parks, ends or loses its lease. False when the
+    run was not there to claim (another worker holds it, or it is not ready)."""
+    lease = Lease(run_id, worker or new_worker_id())
+    ended = False
     try:
-        while _step(lease):
-            pass
+        with events.atomic():
+            run = lease.claim_locked()
+            if run is None:
+                return False
+            if run.status == RunStatus.PENDING:
+                move(run, RunStatus.RUNNING)
+                events.emit(
+                    run=run,
+                    type=events.TASK_STARTED,
+                    payload=TaskStarted(TaskID=run.pk, Priority=run.priority, ParentTaskID=run.parent_id),
+                )
+            step: Next = _boundary(lease, run)
+        while step is not None:
+            step = execute(lease, step, _boundary) if isinstance(step, Call) else _decide(lease, step)
+        ended = True
     except LeaseLost:
-        log.warning("run %s: worker %s lost its lease; the new holder goes on", run_id, worker)
+        log.warning("run %s: worker %s lost its lease; the new holder goes on", run_id, lease.worker)
     except Exception as error:  # a bug in a planner or the runtime fails the run loudly
         log.exception("run %s crashed", run_id)
         message = f"{type(error).__name__}: {error}"
         _end(lease, lambda run: run_fail(run, FailureCode.RUNTIME_ERROR, message))
     finally:
-        lease.release()
-
-
-@dataclass
-class _Boundary:
-    agent_id: str
-    step: int
-    ctx: ToolContext
-    pending: dict[str, Any] | None
-    view: PlannerView | None = None
+        if lease.run is not None and not (ended and not lease.run.lease_owner):
+            lease.release()  # unless the committed transaction that parked or ended the run did
+    return True
 
 
 def _end(lease: Lease, finish: Callable[[Run], object]) -> None:
@@ -92,117 +106,104 @@ def _end(lease: Lease, finish: Callable[[Run], object]) -> None:
             finish(run)
 
 
-def _step(lease: Lease) -> bool:
-    """One step. Returns True to go on with the next step."""
-    boundary = _boundary(lease)
-    if boundary is None:
-        return False
-    decision: Decision | None = None
-    if boundary.view is not None:  # no call pending: the planner decides
-        with lease.heartbeat():
-            decision = get_agent(boundary.agent_id).planner().decide(boundary.view)
-    call = _dispatch(lease, boundary, decision)
-    return execute(lease, call) if isinstance(call, Call) else call
+def _decide(lease: Lease, boundary: Boundary) -> Next:
+    """Ask the planner (outside any transaction), then act on its decision."""
+    with lease.heartbeat():
+        decision = get_agent(boundary.agent_id).planner().decide(boundary.view)
+    return _dispatch(lease, boundary, decision)
 
 
-def _boundary(lease: Lease) -> _Boundary | None:
+def _boundary(lease: Lease, run: Run) -> Next:
+    """What comes next for a run this worker holds (run lock held): pending steering first,
+    then the pending call, or the planner's turn."""
+    if run.status != RunStatus.RUNNING:
+        return None
+    if run.steering_pending:
+        stop = steering_apply_pending(run)
+        if stop == "cancel":
+            return None
+        if stop == "pause":
+            park_for_operator(run)
+            return None
+    try:
+        ctx = ToolContext.restore(run.pk, run.checkpoint.get("tool_context"))
+    except ErrToolContextLost as lost:
+        run_fail(run, FailureCode.TOOL_CONTEXT_LOST, lost.message)
+        return None
+    checkpoint = run.checkpoint
+    step = checkpoint.get("step", 0)
+    ctx.resumed = checkpoint.get("resolution")
+    pending = checkpoint.get("pending_call")
+    if pending is not None:
+        return _call(lease, run, ctx, step, pending)
+    view = PlannerView(
+        run_id=run.pk,
+        goal=run.goal,
+        query=checkpoint.get("query", run.goal),
+        step=step,
+        history=list(checkpoint.get("history", [])),
+        context=list(run.context),
+        messages=list(run.messages),
+        resumed=ctx.resumed,
+    )
+    return Boundary(agent_id=run.agent_id, step=step, ctx=ctx, view=view)
+
+
+def _dispatch(lease: Lease, boundary: Boundary, decision: Decision) -> Next:
+    """Act on the planner's decision under the run lock."""
     with events.atomic():
         run = lease.locked_run()
-        if run.status == RunStatus.PENDING:
-            move(run, RunStatus.RUNNING)
-            events.emit(
-                run=run,
-                type=events.TASK_STARTED,
-                payload=TaskStarted(TaskID=run.pk, Priority=run.priority, ParentTaskID=run.parent_id),
-            )
-        if run.status != RunStatus.RUNNING:
+        if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != boundary.step:
             return None
         if run.steering_pending:
-            stop = steering_apply_pending(run)
-            if stop == "cancel":
-                return None
-            if stop == "pause":
-                park_for_operator(run)
-                return None
-        try:
-            ctx = ToolContext.restore(run.pk, run.checkpoint.get("tool_context"))
-        except ErrToolContextLost as lost:
-            run_fail(run, FailureCode.TOOL_CONTEXT_LOST, lost.message)
-            return None
-        checkpoint = run.checkpoint
-        step = checkpoint.get("step", 0)
-        ctx.resumed = checkpoint.get("resolution")
-        pending = checkpoint.get("pending_call")
-        if pending is not None:
-            return _Boundary(agent_id=run.agent_id, step=step, ctx=ctx, pending=pending)
-        view = PlannerView(
-            run_id=run.pk,
-            goal=run.goal,
-            query=checkpoint.get("query", run.goal),
-            step=step,
-            history=list(checkpoint.get("history", [])),
-            context=list(run.context),
-            messages=list(run.messages),
-            resumed=ctx.resumed,
-        )
-        return _Boundary(agent_id=run.agent_id, step=step, ctx=ctx, pending=None, view=view)
-
-
-def _dispatch(lease: Lease, boundary: _Boundary, decision: Decision | None) -> Call | bool:
-    """Act on the planner's decision (or the pending call) under the run lock. Returns the
-    call to execute, True to go back to the boundary, or False to stop advancing."""
-    with events.atomic():
-        run = lease.locked_run()
-        checkpoint = dict(run.checkpoint)
-        if run.status != RunStatus.RUNNING or checkpoint.get("step", 0) != boundary.step:
-            return False
+            return _boundary(lease, run)  # steering arrived while the planner thought: apply it first
         step, ctx = boundary.step, boundary.ctx
-        agent = get_agent(run.agent_id)
-        if decision is not None:
-            if run.steering_pending:
-                return True  # steering arrived while the planner thought: apply it first
-            events.emit(
-                run=run, type=events.PLANNER_DECISION, payload=PlannerDecision(Step=step, Decision=describe(decision))
-            )
-            if isinstance(decision, Finish):
-                run_complete(run, decision.answer)
-                return False
-            if isinstance(decision, RequestPause):
-                park(
-                    run,
-                    ctx,
-                    cause=decision.cause,
-                    reason=decision.reason,
-                    payload=decision.payload,
-                    summary=decision.summary,
-                    history_entry={"pause": decision.cause},
-                )
-                return False
-            pending: dict[str, Any] = {"tool": decision.tool, "args": decision.args, "step": step}
-        else:
-            assert boundary.pending is not None, "without a decision, a boundary carries its pending call"
-            pending = boundary.pending
-        tool = agent.tools.get(pending["tool"])
-        if tool is None:
-            run_fail(run, FailureCode.RUNTIME_ERROR, f"the planner called unknown tool {pending['tool']!r}")
-            return False
-        checkpoint["pending_call"] = pending
-        run.checkpoint = checkpoint
-        if tool.needs_approval(pending["args"]) and not pending.get("approved"):
-            park_for_gate(run, ctx, tool, pending["args"])
-            return False
-        run.save(update_fields=["checkpoint", "updated_at"])
-        attempt = open_attempt(run, tool, step, lease.worker)
-        ctx.idempotency_key = attempt.idempotency_key
         events.emit(
-            run=run,
-            type=events.TOOL_INVOKED,
-            payload=ToolInvoked(
-                Tool=tool.name,
-                Step=step,
-                Args=pending["args"],
-                Attempt=attempt.attempt,
-                **tool.describe(pending["args"], ctx),
-            ),
+            run=run, type=events.PLANNER_DECISION, payload=PlannerDecision(Step=step, Decision=describe(decision))
         )
-        return Call(tool=tool, args=pending["args"], step=step, ctx=ctx, attempt=attempt)
+        if isinstance(decision, Finish):
+            run_complete(run, decision.answer)
+            return None
+        if isinstance(decision, RequestPause):
+            park(
+                run,
+                ctx,
+                cause=decision.cause,
+                reason=decision.reason,
+                payload=decision.payload,
+                summary=decision.summary,
+                history_entry={"pause": decision.cause},
+            )
+            return None
+        return _call(lease, run, ctx, step, {"tool": decision.tool, "args": decision.args, "step": step, "attempts": 0})
+
+
+def _call(lease: Lease, run: Run, ctx: ToolContext, step: int, pending: dict[str, Any]) -> Call | None:
+    """Persist the call as pending and open its attempt (run lock held), or park it at its
+    gate. The body runs after the commit."""
+    tool = get_agent(run.agent_id).tools.get(pending["tool"])
+    if tool is None:
+        run_fail(run, FailureCode.RUNTIME_ERROR, f"the planner called unknown tool {pending['tool']!r}")
+        return None
+    checkpoint = dict(run.checkpoint)
+    checkpoint["pending_call"] = pending
+    run.checkpoint = checkpoint
+    if tool.needs_approval(pending["args"]) and not pending.get("approved"):
+        park_for_gate(run, ctx, tool, pending["args"])
+        return None
+    attempt = open_attempt(run, tool, step, lease.worker, opened=pending.get("attempts"))
+    checkpoint["pending_call"] = {**pending, "attempts": attempt.attempt}
+    run.save(update_fields=["checkpoint", "updated_at"])
+    ctx.idempotency_key = attempt.idempotency_key
+    events.emit(
+        run=run,
+        type=events.TOOL_INVOKED,
+        payload=ToolInvoked(
+            Tool=tool.name,
+            Step=step,
+            Args=pending["args"],
+            Attempt=attempt.attempt,
+            **tool.describe(pending["args"], ctx),
+        ),
+    )
+    return Call(tool=tool, args=pending["args"], step=step, ctx=ctx, attempt=attempt)

@@ -109,8 +109,8 @@
     return () => { clearTimeout(timer); timer = setTimeout(fn, ms); };
   }
 
-  async function fetchFragment() {
-    const response = await fetch(body.dataset.fragment, { headers: { "X-Requested-With": "fetch" }, credentials: "same-origin" });
+  async function fetchFragment(url) {
+    const response = await fetch(url || body.dataset.fragment, { headers: { "X-Requested-With": "fetch" }, credentials: "same-origin" });
     if (!response.ok) throw new Error(`fragment: ${response.status}`);
     const template = document.createElement("template");
     template.innerHTML = await response.text();
@@ -157,52 +157,130 @@
 
   /* ---- Inbox: new pauses appear, decided ones leave ---------------------------------- */
 
+  /* The inbox shows a page of cards, newest first; "Show older pauses" appends the next
+     page. Each card's data-key is its place in that order (keys compare as strings).
+     On a pause event the page asks only for what arrived since its newest card (most
+     often one card or none: cheap for the server however many inboxes are open), and a
+     card leaves when its run's pause.resumed arrives. When the socket (re)opens, or more
+     arrived than a page holds, the first page is fetched again and reconciled: within
+     the span it covers it is the truth. The count is always the server's. */
   if (page === "inbox") {
     const actors = {}; // run id -> who decided, from tool.approved / tool.rejected
-    const decided = {}; // run id -> decision, from pause.resumed
-    const refresh = debounce(async () => {
+    const decided = {}; // run id -> { decision, at }, from pause.resumed
+    const list = document.querySelector("[data-cards]");
+    const cards = () => [...list.querySelectorAll("[data-pause]")];
+    // A card whose run has since had its pause decided (a page fetched just before).
+    const stale = (card) => {
+      const gone = decided[card.dataset.run];
+      return Boolean(gone) && new Date(card.dataset.created) <= gone.at;
+    };
+    const initialEmpty = list.querySelector("[data-empty]");
+    if (initialEmpty) list.emptyState = initialEmpty.cloneNode(true);
+
+    const settle = () => {
+      const count = list.querySelectorAll("[data-pause]:not(.leaving)").length;
+      const empty = list.querySelector("[data-empty]");
+      if (count && empty) empty.remove();
+      if (!count && !empty && list.emptyState) list.append(list.emptyState.cloneNode(true));
+    };
+
+    function leave(card) {
+      if (card.classList.contains("leaving")) return;
+      const run = card.dataset.run;
+      const who = actors[run] ? ` by ${actors[run]}` : "";
+      const what = decided[run] ? ` (${decided[run].decision})` : "";
+      const title = card.querySelector("h2").textContent.replace(/\s+/g, " ").trim();
+      note(`“${title}” was decided elsewhere${who}${what}.`);
+      card.classList.add("leaving");
+      setTimeout(() => { card.remove(); settle(); }, 400);
+    }
+
+    // Insert before the first card that comes after it in the order, else at the end.
+    function place(card, arrived) {
+      const next = cards().find((c) => c.dataset.key < card.dataset.key);
+      list.insertBefore(card, next || null);
+      if (arrived) card.classList.add("arrived");
+      wireEditors(card);
+      tick(card);
+    }
+
+    function adopt(incoming) {
+      const total = incoming.dataset.total;
+      list.dataset.total = total;
+      const counter = document.querySelector("[data-open-count]");
+      if (counter) counter.textContent = total;
+      const empty = incoming.querySelector("[data-empty]");
+      if (empty) list.emptyState = empty.cloneNode(true);
+    }
+
+    async function reconcile() {
       const fresh = await fetchFragment();
-      const list = document.querySelector("[data-cards]");
       const incoming = fresh.querySelector("[data-cards]");
-      const keep = new Set([...incoming.querySelectorAll("[data-pause]")].map((c) => c.dataset.pause));
-      list.querySelectorAll("[data-pause]").forEach((card) => {
-        if (keep.has(card.dataset.pause)) return;
-        const run = card.dataset.run;
-        const who = actors[run] ? ` by ${actors[run]}` : "";
-        const what = decided[run] ? ` (${decided[run]})` : "";
-        const title = card.querySelector("h2").textContent.replace(/\s+/g, " ").trim();
-        note(`“${title}” was decided elsewhere${who}${what}.`);
-        card.classList.add("leaving");
-        setTimeout(() => card.remove(), 400);
+      const fetched = [...incoming.querySelectorAll("[data-pause]")];
+      const keep = new Set(fetched.map((c) => c.dataset.pause));
+      // The span the fetched page speaks for: all of it when nothing follows.
+      const edge = incoming.dataset.next ? fetched[fetched.length - 1].dataset.key : "";
+      const beyond = cards().filter((c) => c.dataset.key < edge);
+      // Cards shown further down stay only if they join the fetched span without a gap.
+      const joined = beyond.length && cards().some((c) => c.dataset.key >= edge);
+      cards().forEach((card) => {
+        const dropped = card.dataset.key < edge && !joined;
+        if (dropped) card.remove();
+        else if ((card.dataset.key >= edge && !keep.has(card.dataset.pause)) || stale(card)) leave(card);
       });
-      const present = new Set([...list.querySelectorAll("[data-pause]")].map((c) => c.dataset.pause));
+      const present = new Set(cards().map((c) => c.dataset.pause));
+      fetched.forEach((card) => { if (!present.has(card.dataset.pause) && !stale(card)) place(card, true); });
+      adopt(incoming);
+      if (!joined) document.querySelector("[data-more]").replaceWith(fresh.querySelector("[data-more]"));
+      settle(); // arrivals count at once; leavers settle when they have gone
+    }
+
+    async function arrivals() {
+      const newest = cards().find((c) => !c.classList.contains("leaving"));
+      if (!newest) return reconcile();
+      const url = new URL(body.dataset.fragment, location.href);
+      url.searchParams.set("after", newest.dataset.key);
+      const fresh = await fetchFragment(url.toString());
+      const incoming = fresh.querySelector("[data-cards]");
+      if (incoming.dataset.next) return reconcile(); // more than a page arrived
+      cards().forEach((card) => { if (stale(card)) leave(card); });
+      const present = new Set(cards().map((c) => c.dataset.pause));
       incoming.querySelectorAll("[data-pause]").forEach((card) => {
-        if (present.has(card.dataset.pause)) return;
-        card.classList.add("arrived");
-        list.prepend(card);
-        wireEditors(card);
-        tick(card);
+        if (!present.has(card.dataset.pause) && !stale(card)) place(card, true);
       });
-      const settle = () => {
-        const count = list.querySelectorAll("[data-pause]:not(.leaving)").length;
-        const empty = list.querySelector("[data-empty]");
-        if (count && empty) empty.remove();
-        if (!count && !list.querySelector("[data-empty]")) {
-          const placeholder = incoming.querySelector("[data-empty]");
-          if (placeholder) list.append(placeholder);
-        }
-        const counter = document.querySelector("[data-open-count]");
-        if (counter) counter.textContent = String(count);
-      };
-      settle(); // arrivals count at once
-      setTimeout(settle, 450); // and again once the decided cards have left
-    }, 150);
+      adopt(incoming);
+      settle();
+    }
+
+    const refresh = debounce(reconcile, 150);
+    const update = debounce(arrivals, 150);
+
+    // "Show older pauses": the link works without JavaScript; with it, the older page is
+    // appended here and stays live.
+    document.addEventListener("click", async (event) => {
+      const link = event.target.closest("[data-more-link]");
+      if (!link) return;
+      event.preventDefault();
+      link.setAttribute("aria-busy", "true");
+      const url = new URL(link.href);
+      url.searchParams.set("fragment", "cards");
+      let fresh;
+      try { fresh = await fetchFragment(url.toString()); } catch (error) { location.href = link.href; return; }
+      const present = new Set(cards().map((c) => c.dataset.pause));
+      fresh.querySelectorAll("[data-cards] [data-pause]").forEach((card) => {
+        if (!present.has(card.dataset.pause) && !stale(card)) place(card, false);
+      });
+      adopt(fresh.querySelector("[data-cards]"));
+      document.querySelector("[data-more]").replaceWith(fresh.querySelector("[data-more]"));
+      settle();
+    });
+
     listen({
       onOpen: refresh,
       onEvent: (e) => {
         if (e.type === "tool.approved" || e.type === "tool.rejected") actors[e.run] = e.payload.Actor;
-        if (e.type === "pause.resumed") decided[e.run] = e.payload.Decision;
-        if (e.type.startsWith("pause.")) refresh(); // cards change only when pauses open or close
+        if (e.type === "pause.resumed") decided[e.run] = { decision: e.payload.Decision, at: new Date(e.occurred_at) };
+        if (e.type.startsWith("pause.")) update(); // cards change only when pauses open or close
       },
     });
   }

@@ -13,6 +13,7 @@ from argparse import ArgumentParser
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -20,7 +21,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from approvals.domain.selectors import pause_list, tokens_shown
+from approvals.domain.selectors import inbox_page, pause_cursor, pause_list, tokens_shown
 from approvals.models import Pause, PauseState
 from runs.domain.services import run_start, steering_submit
 from runs.identity.callers import Caller, caller_resolve
@@ -222,11 +223,23 @@ class Command(BaseCommand):
         if client.get("/inbox/").status_code != 200:
             raise CommandError("/inbox/ did not answer 200 for the approver")
         inbox = _ms(lambda: client.get("/inbox/"), times)
+        # An older page, half way down the open pauses (keyset: the same cost at any depth).
+        older = inbox_page(caller=bob, size=max(1, open_count // 2)).next_cursor
+        older_path = f"/inbox/?{urlencode({'before': older})}" if older else "/inbox/"
+        older_ms = _ms(lambda: client.get(older_path), times)
+        # What every open inbox asks on a pause event: the cards since its newest one.
+        newest = inbox_page(caller=bob, size=1).pauses
+        since = f"/inbox/?{urlencode({'fragment': 'cards', 'after': pause_cursor(newest[0])})}" if newest else "/inbox/"
+        since_ms = _ms(lambda: client.get(since), times)
         label = f"{size} pauses ({open_count} open)"
         self.stdout.write(
             f"  pause.list page, p95 ms, {label}: approver {_pct(approver, 0.95):.1f}, member {_pct(member, 0.95):.1f}"
         )
-        self.stdout.write(f"  /inbox/ for an approver, p50 ms, {label}: {statistics.median(inbox):.1f}")
+        self.stdout.write(
+            f"  /inbox/ for an approver, p50 ms, {label}: {statistics.median(inbox):.1f}"
+            f" (a page half way down: {statistics.median(older_ms):.1f}; {len(client.get('/inbox/').content) // 1024} KB)"
+        )
+        self.stdout.write(f"  /inbox/ live update (cards since the newest), p50 ms: {statistics.median(since_ms):.1f}")
 
     def _seed(self, caller: Caller, count: int) -> None:
         """History: decided pauses, the shape that makes unbounded reads grow."""
