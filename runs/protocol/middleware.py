@@ -25,7 +25,7 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
 from runs.domain.payload import MAX_REQUEST_BYTES
-from runs.runtime.wake import after_response
+from runs.runtime import wake
 
 PROTOCOL_PREFIX = "/v1/"
 Scope = dict[str, Any]
@@ -219,8 +219,14 @@ class OneThreadASGIHandler(ASGIHandler):
         self.load_middleware(is_async=False)
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        with after_response():  # the embedded pool starts once the answer is out
-            await super().handle(scope, receive, send)
+        """Wake-ups raised by the request go out once its answer is sent, from a thread
+        (a broker that is slow to answer never stalls the event loop)."""
+        with wake.held() as wakers:
+            try:
+                await super().handle(scope, receive, send)
+            finally:
+                if wakers:
+                    await sync_to_async(wake.deliver, thread_sensitive=False)(wakers)
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)

@@ -156,7 +156,7 @@ def local_pool() -> _LocalPool:
 
 def register_wakers() -> None:
     """Called once at app start: the embedded pool's waker (Celery's lives in runs.tasks)."""
-    register("thread", lambda: local_pool().wake(), in_process=True)
+    register("thread", lambda: local_pool().wake())
 
 
 def start_local_runtime() -> None:

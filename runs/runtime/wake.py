@@ -6,10 +6,10 @@ app start (runs.apps): the embedded thread pool, Celery; the one named by
 lost one is made up by the periodic sweep, and a failed one never fails the request whose
 change already committed.
 
-A waker that runs the work in this very process (the embedded pool) is held until the
-response that caused it is sent (`after_response`, around each ASGI request): woken at
-commit, its thread would take the GIL from the request still rendering and sending its
-answer. Celery's is sent at commit: its work runs in another process."""
+Inside an HTTP request the wake-up waits until the response is sent (`held`, around each
+ASGI request in runs.protocol.middleware): the work it starts, on a thread of this process
+or a worker on the same cores, would otherwise compete with the answer still being
+rendered and sent. It costs the wake-up well under a millisecond."""
 
 import logging
 from collections.abc import Callable, Iterator
@@ -21,26 +21,24 @@ from django.db import transaction
 
 log = logging.getLogger("harbor.runtime")
 
-_wakers: dict[str, Callable[[], None]] = {}
-_in_process: set[str] = set()
-_held: ContextVar[list[Callable[[], None]] | None] = ContextVar("harbor_held_wakes", default=None)
+Waker = Callable[[], None]
+_wakers: dict[str, Waker] = {}
+_held: ContextVar[list[Waker] | None] = ContextVar("harbor_held_wakes", default=None)
 
 
-def register(executor: str, waker: Callable[[], None], *, in_process: bool = False) -> None:
+def register(executor: str, waker: Waker) -> None:
     _wakers[executor] = waker
-    (_in_process.add if in_process else _in_process.discard)(executor)
 
 
 def wake_now() -> None:
-    executor = settings.HARBOR_EXECUTOR
-    waker = _wakers.get(executor)
+    waker = _wakers.get(settings.HARBOR_EXECUTOR)
     if waker is None:
         return  # "manual": whoever drives the runtime drains it
     held = _held.get()
-    if held is not None and executor in _in_process:
+    if held is not None:
         held.append(waker)
-        return
-    _deliver(waker)
+    else:
+        deliver([waker])
 
 
 def wake_on_commit() -> None:
@@ -48,20 +46,20 @@ def wake_on_commit() -> None:
 
 
 @contextmanager
-def after_response() -> Iterator[None]:
-    """Hold in-process wake-ups raised inside the block until it ends."""
-    held: list[Callable[[], None]] = []
-    token = _held.set(held)
+def held() -> Iterator[list[Waker]]:
+    """Collect the wake-ups raised inside the block instead of delivering them; the caller
+    delivers them when it is done (`deliver`)."""
+    wakers: list[Waker] = []
+    token = _held.set(wakers)
     try:
-        yield
+        yield wakers
     finally:
         _held.reset(token)
-        for waker in held:
-            _deliver(waker)
 
 
-def _deliver(waker: Callable[[], None]) -> None:
-    try:
-        waker()
-    except Exception:
-        log.warning("wake-up not delivered; the sweep will pick the work up", exc_info=True)
+def deliver(wakers: list[Waker]) -> None:
+    for waker in wakers:
+        try:
+            waker()
+        except Exception:
+            log.warning("wake-up not delivered; the sweep will pick the work up", exc_info=True)
