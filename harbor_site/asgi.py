@@ -4,11 +4,11 @@ import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import django
 from asgiref.typing import ASGI3Application, ASGIReceiveCallable, ASGISendCallable, Scope, WebSocketScope
-from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harbor_site.settings")
-django_asgi = get_asgi_application()
+django.setup(set_prefix=False)  # what get_asgi_application() does before making its handler
 
 from asgiref.sync import ThreadSensitiveContext  # noqa: E402
 from channels.auth import AuthMiddlewareStack  # noqa: E402
@@ -17,11 +17,13 @@ from channels.security.websocket import WebsocketDenier  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.http.request import split_domain_port, validate_host  # noqa: E402
 
+from harbor_site.sqlite_wal import keep_wal_open  # noqa: E402
 from runs.domain import events  # noqa: E402
-from runs.protocol.middleware import BodyLimit, limit_daphne_bodies  # noqa: E402
+from runs.protocol.middleware import BodyLimit, OneThreadASGIHandler, limit_daphne_bodies  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
 from runs.web.routing import websocket_urlpatterns  # noqa: E402
 
+django_asgi = OneThreadASGIHandler()  # the middleware stack in one thread hop per request
 limit_daphne_bodies()  # Daphne buffers whole bodies before the app runs: refuse large ones as they arrive
 
 DEFAULT_PORTS = {"http": "80", "https": "443"}
@@ -88,6 +90,7 @@ async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISend
     if events._server_loop is None:
         # The first connection tells us the server's loop; the embedded runtime starts then.
         events.bind_server_loop(asyncio.get_running_loop())
+        keep_wal_open()  # SQLite: requests closing the last connection would rebuild the log each time
         start_local_runtime()
     if scope["type"] == "http" and scope.get("path") in STREAM_PATHS:
         async with ThreadSensitiveContext(executor=_STREAM_SETUP):

@@ -302,6 +302,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup closes a prefork child's whole connection pool before and after
+# every task unless this is set, so each wake-up would pay a new PostgreSQL connection.
+# With it, a child keeps its pool; runs.tasks hands the task's connection back to it.
+CELERY_DB_REUSE_MAX = 10**9
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "runs.tasks.sweep", "schedule": timedelta(seconds=HARBOR_SWEEP_SECONDS)},
 }

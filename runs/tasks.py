@@ -2,18 +2,25 @@
 delivery finds nothing to claim, or a checkpoint that says the step is done."""
 
 from celery import shared_task
+from django.db import close_old_connections
 
 from runs.runtime import dispatch as runtime
 
 
 @shared_task(name="runs.tasks.dispatch")
 def dispatch() -> int:
-    return runtime.drain()
+    try:
+        return runtime.drain()
+    finally:
+        close_old_connections()  # back to the process's pool (CELERY_DB_REUSE_MAX keeps the pool)
 
 
 @shared_task(name="runs.tasks.sweep")
 def sweep() -> None:
-    runtime.sweep()
+    try:
+        runtime.sweep()
+    finally:
+        close_old_connections()
 
 
 def wake_a_worker() -> None:

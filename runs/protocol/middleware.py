@@ -17,12 +17,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, ImproperlyConfigured
-from django.http import HttpRequest, JsonResponse
+from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
 from runs.domain.payload import MAX_REQUEST_BYTES
+from runs.runtime import wake
 
 PROTOCOL_PREFIX = "/v1/"
 Scope = dict[str, Any]
@@ -201,3 +204,29 @@ def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
         guarded_process,
     )
     WebRequest.harbor_body_limit = limit
+
+
+class OneThreadASGIHandler(ASGIHandler):
+    """Django's ASGI handler with its middleware stack built in sync mode. Django's own runs
+    each step of every async-capable middleware (process_request, process_view,
+    process_response), the view and the template render as a separate hand-off between the
+    event loop and the request's thread: half a dozen per request, each a wait for the
+    GIL. Here the whole stack and a sync view run in one call on the request's thread (an
+    async view, the event stream, is run from it as Django runs async views in a sync stack)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.load_middleware(is_async=False)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Wake-ups raised by the request go out once its answer is sent, from a thread
+        (a broker that is slow to answer never stalls the event loop)."""
+        with wake.held() as wakers:
+            try:
+                await super().handle(scope, receive, send)
+            finally:
+                if wakers:
+                    await sync_to_async(wake.deliver, thread_sensitive=False)(wakers)
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        return await sync_to_async(self.get_response, thread_sensitive=True)(request)

@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Q, Value
 from django.utils import timezone
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
@@ -30,23 +30,24 @@ class DecisionRefusalThrottle(BaseThrottle):
         per_identity = getattr(settings, "HARBOR_REFUSALS_PER_IDENTITY", 10)
         per_address = getattr(settings, "HARBOR_REFUSALS_PER_ADDRESS", 100)
         self.wait_seconds = int(window.total_seconds())
-        mine = recent.filter(actor_tenant=caller.tenant.slug, actor_user=caller.user.username)
-        if mine.count() >= per_identity:
-            return False
-        if caller.address:
-            by_identity = (
-                recent.filter(address=caller.address)
-                .order_by()
-                .values("actor_tenant", "actor_user")
-                .annotate(n=Count("id"))
-                .values_list("n", flat=True)
-            )
-            total = 0
-            for count in by_identity.iterator():
-                total += min(count, per_identity)
-                if total >= per_address:
-                    return False
-        return True
+        mine = Q(actor_tenant=caller.tenant.slug, actor_user=caller.user.username)
+        here = Q(address=caller.address) if caller.address else None
+        # One statement: the caller's refusals, and those from its address per identity.
+        counts = (
+            recent.filter(mine | here if here else mine)
+            .order_by()
+            .values_list("actor_tenant", "actor_user")
+            .annotate(total=Count("id"), here=Count("id", filter=here) if here else Value(0))
+        )
+        me = (caller.tenant.slug, caller.user.username)
+        my_total, identities_here, at_address = 0, 0, 0
+        for tenant, user, total, from_here in counts:
+            if (tenant, user) == me:
+                my_total = total
+            if from_here:
+                identities_here += 1
+                at_address += min(from_here, per_identity)
+        return my_total < per_identity and not (identities_here and at_address >= per_address)
 
     def wait(self) -> float:
         return getattr(self, "wait_seconds", 60)

@@ -80,32 +80,56 @@ class _LocalPool:
         self._condition = threading.Condition()
         self._signals = 0
         self._started = False
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
         with self._condition:
             if self._started:
                 return
             self._started = True
-        for index in range(self._size):
-            threading.Thread(target=self._work, name=f"harbor-worker-{index}", daemon=True).start()
-        threading.Thread(target=self._sweep, name="harbor-sweeper", daemon=True).start()
+            self._stopping.clear()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"harbor-worker-{index}", daemon=True)
+            for index in range(self._size)
+        ]
+        self._threads.append(threading.Thread(target=self._sweep, name="harbor-sweeper", daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        """Let the threads finish what they hold and end (the benchmark's; a server's pool
+        lives as long as its process)."""
+        with self._condition:
+            self._stopping.set()
+            self._condition.notify_all()
+        for thread in self._threads:
+            thread.join()
+        with self._condition:
+            self._started = False
 
     def wake(self) -> None:
+        """One wake-up wakes one thread: it drains until nothing is ready. Waking them all
+        had every thread query and race for the same run, on the GIL the request that
+        woke them still needs."""
         with self._condition:
             self._signals += 1
-            self._condition.notify_all()
+            self._condition.notify()
 
     def _work(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             with self._condition:
-                if not self._signals:
-                    self._condition.wait(timeout=self._interval)
-                self._signals = max(0, self._signals - 1)
-            self._safely(drain)
+                timed_out = False
+                if not self._signals and not self._stopping.is_set():
+                    timed_out = not self._condition.wait(timeout=self._interval)
+                if self._signals:
+                    self._signals -= 1
+                elif not timed_out:
+                    continue  # woken, but another thread took the wake-up (or the pool stops)
+            self._safely(drain)  # a wake-up, or the periodic look
 
     def _sweep(self) -> None:
-        stop = threading.Event()
-        while not stop.wait(self._interval):
+        while not self._stopping.wait(self._interval):
             self._safely(sweep)
 
     @staticmethod
@@ -122,7 +146,7 @@ _local: _LocalPool | None = None
 _local_lock = threading.Lock()
 
 
-def _pool() -> _LocalPool:
+def local_pool() -> _LocalPool:
     global _local
     with _local_lock:
         if _local is None:
@@ -132,11 +156,11 @@ def _pool() -> _LocalPool:
 
 def register_wakers() -> None:
     """Called once at app start: the embedded pool's waker (Celery's lives in runs.tasks)."""
-    register("thread", lambda: _pool().wake())
+    register("thread", lambda: local_pool().wake())
 
 
 def start_local_runtime() -> None:
     """Start the embedded default's worker threads (called by the ASGI app)."""
     if settings.HARBOR_EXECUTOR == "thread":
-        _pool().start()
+        local_pool().start()
         wake_now()

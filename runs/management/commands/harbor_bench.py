@@ -32,6 +32,7 @@ from runs.runtime.planner import CallTool, Decision, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool
 
+from . import _bench_wake as latency
 from ._bench_live import run_live_bench
 from ._seed import seed_history
 
@@ -152,6 +153,7 @@ class Command(BaseCommand):
         parser.add_argument("--live-pauses", type=int, default=50, help="--live: pauses timed on one socket")
         parser.add_argument("--live-fanouts", type=int, default=3, help="--live: pauses timed per socket count")
         parser.add_argument("--port", type=int, default=None, help="--live: Daphne's port (default: a free one)")
+        latency.add_arguments(parser)
 
     def handle(
         self, *args: str, rounds: int, cycles: int, history: int, seed: int, reads_only: bool, **options: Any
@@ -173,6 +175,9 @@ class Command(BaseCommand):
             return
         alice = caller_resolve(tenant="acme", user="alice", session="bench")
         bob = caller_resolve(tenant="acme", user="bob", session="bench")
+        if options["latency_only"]:
+            self.stdout.write(f"Harbor latency on {database}")
+            return latency.rows(self.stdout.write, alice, options)
         self.stdout.write(f"Harbor benchmark on {database} ({rounds} rounds of {cycles} cycles; min / median / max)")
         if not reads_only:
             self._cycles(alice, rounds, cycles, database)
@@ -187,6 +192,7 @@ class Command(BaseCommand):
             )
             self.stderr.write(f"\n  seeded {seed} pauses in {time.perf_counter() - began:.0f} s")
         self._reads(alice, bob, history + seed)
+        latency.rows(self.stdout.write, alice, options)
 
     def _cycles(self, alice: Caller, rounds: int, cycles: int, database: str) -> None:
         langgraph = _langgraph(database)

@@ -1,0 +1,98 @@
+"""What a /v1 request costs around the service it calls, pinned so a regression fails CI
+(timing lives in `harbor_bench --http`): statements for identity and the throttle, and the
+thread hand-offs of Django's middleware stack under ASGI."""
+
+import json
+
+import httpx
+import pytest
+from asgiref import sync
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from approvals.models import Pause
+from runs.domain.errors import AuthRejected
+from runs.domain.services import run_start, steering_submit
+from runs.identity.callers import User, caller_resolve
+from runs.protocol.middleware import OneThreadASGIHandler
+from runs.runtime.dispatch import drain
+
+from .conftest import mint
+
+
+def _statements(queries: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]
+
+
+def _gated_runs(people, count: int) -> list[str]:
+    alice = people.caller("alice")
+    ids = [run_start(caller=alice, query="deploy build 7 to staging", agent_id="deploy")[0].pk for _ in range(count)]
+    drain()
+    assert Pause.objects.filter(run_id__in=ids, state="paused").count() == count
+    return ids
+
+
+def test_an_approve_costs_two_statements_beyond_its_service(api, people):
+    """Identity is one read (membership, tenant and user together, which also answers the
+    caller's role for the service) and the refusal throttle one more."""
+    first, by_http, by_service = _gated_runs(people, 3)
+    api.control("approve", first, {})  # warm what a long-lived process has cached
+    with CaptureQueriesContext(connection) as http:
+        assert api.control("approve", by_http, {}).status_code == 200
+    alice = people.caller("alice")
+    with CaptureQueriesContext(connection) as service:
+        steering_submit(caller=alice, run_id=by_service, method="approve", payload={})
+    assert len(_statements(http)) - len(_statements(service)) == 2, _statements(http)
+
+
+def test_a_request_that_is_not_a_decision_reads_identity_once(api, people):
+    (run,) = _gated_runs(people, 1)
+    with CaptureQueriesContext(connection) as http:
+        assert api.control("user_message", run, {"message": "hello"}).status_code == 200
+    alice = people.caller("alice")
+    with CaptureQueriesContext(connection) as service:
+        steering_submit(caller=alice, run_id=run, method="user_message", payload={"message": "hi"})
+    assert len(_statements(http)) - len(_statements(service)) == 1
+
+
+def test_the_membership_read_serves_the_callers_role(people):
+    with CaptureQueriesContext(connection) as queries:
+        bob = people.caller("bob")
+        assert bob.role == "approver" and not bob.is_admin
+    assert len(_statements(queries)) == 1
+
+
+def test_a_refused_identity_still_says_why(people):
+    with pytest.raises(AuthRejected, match="not a member"):
+        caller_resolve(tenant="globex", user="alice", session="s1")
+    with pytest.raises(AuthRejected, match="unknown tenant"):
+        caller_resolve(tenant="nowhere", user="alice", session="s1")
+    User.objects.filter(username="mallory").update(is_active=False)
+    with pytest.raises(AuthRejected, match="unknown user"):
+        caller_resolve(tenant="acme", user="mallory", session="s1")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_asgi_request_crosses_between_loop_and_thread_at_most_three_times(people_tx, monkeypatch):
+    """The request_started signal, the whole stack with the view, and the response's close:
+    not one hop per middleware step, view middleware, view and render."""
+    hops = []
+    original = sync.SyncToAsync.__call__
+
+    async def counted(self, *args, **kwargs):
+        hops.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(sync.SyncToAsync, "__call__", counted)
+    (run,) = _gated_runs(people_tx, 1)
+    body = json.dumps({"identity": {"run": run}, "payload": {}})
+
+    async def approve() -> httpx.Response:
+        transport = httpx.ASGITransport(app=OneThreadASGIHandler())  # type: ignore[arg-type]  # stubs differ on Mapping
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            headers = {"Authorization": f"Bearer {mint('alice')}", "Content-Type": "application/json"}
+            return await client.post("/v1/control/approve", content=body, headers=headers)
+
+    response = sync.async_to_sync(approve)()
+    assert response.status_code == 200, response.text
+    assert len(hops) <= 3, hops
