@@ -281,7 +281,7 @@ def add_arguments(parser: ArgumentParser) -> None:
     parser.add_argument("--http", action="store_true", help="POST /v1/control/approve through Daphne")
     parser.add_argument("--latency-only", action="store_true", help="only the --wake and --http rows")
     parser.add_argument("--approvals", type=int, default=100, help="approvals timed per latency row")
-    parser.add_argument("--port", type=int, default=0, help="Daphne's port for --http (default: a free one)")
+    parser.add_argument("--port", type=int, default=0, help="Daphne's port for --live and --http (default: a free one)")
     parser.add_argument("--worker-procs", type=int, default=2, help="Celery worker concurrency")
     parser.add_argument("--worker-pool", default="prefork", help="Celery worker pool (prefork, threads, solo)")
 

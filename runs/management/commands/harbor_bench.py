@@ -152,7 +152,6 @@ class Command(BaseCommand):
         parser.add_argument("--sockets", default="500,1000,2000", help="--live: socket counts, comma-separated")
         parser.add_argument("--live-pauses", type=int, default=50, help="--live: pauses timed on one socket")
         parser.add_argument("--live-fanouts", type=int, default=3, help="--live: pauses timed per socket count")
-        parser.add_argument("--port", type=int, default=None, help="--live: Daphne's port (default: a free one)")
         latency.add_arguments(parser)
 
     def handle(
@@ -169,7 +168,7 @@ class Command(BaseCommand):
                 sizes=sizes,
                 pauses=options["live_pauses"],
                 fanouts=options["live_fanouts"],
-                port=options["port"],
+                port=options["port"] or None,
                 layer=layer,
             )
             return

@@ -1,0 +1,15 @@
+"""The benchmark's own command runs (its figures are read by people, not asserted here)."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_benchmark_prints_its_table(people_tx):
+    out = StringIO()
+    call_command("harbor_bench", "--rounds", "1", "--cycles", "2", "--history", "2", stdout=out)
+    text = out.getvalue()
+    for row in ("pause + decide cycles/s", "SQL statements per cycle", "approve service call", "pause.list page"):
+        assert row in text, text
