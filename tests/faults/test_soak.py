@@ -27,7 +27,7 @@ MAX_KILLS = 8
 
 
 class Killer(threading.Thread):
-    """Every 3-6 s, SIGKILL a random worker (noting the steps it may have had in flight)
+    """Every 1.5-3 s, SIGKILL a random worker (noting the steps it may have had in flight)
     and restart it half a second later, as a supervisor would. A restart costs seconds of
     CPU, so the kills stop at MAX_KILLS to keep the soak inside its time bound."""
 
@@ -45,7 +45,7 @@ class Killer(threading.Thread):
     def run(self) -> None:
         rng = random.Random(7)
         try:
-            while len(self.kills) < MAX_KILLS and not self.stopping.wait(rng.uniform(3, 6)):
+            while len(self.kills) < MAX_KILLS and not self.stopping.wait(rng.uniform(1.5, 3)):
                 name = rng.choice(self.topology.workers)
                 self.in_flight |= self.running()
                 self.topology.kill(name)
@@ -62,7 +62,7 @@ def test_a_soak_of_gated_runs_under_worker_kills_loses_nothing_and_repeats_nothi
     api = topology.api(timeout=60)
     with ThreadPoolExecutor(8) as pool:
         runs = list(
-            pool.map(lambda _: start_run(api, f"work 0.05 seconds, {GATES} times, gated", "long_task"), range(RUNS))
+            pool.map(lambda _: start_run(api, f"work 0.2 seconds, {GATES} times, gated", "long_task"), range(RUNS))
         )
     killer = Killer(topology, runs)
     killer.start()
