@@ -15,7 +15,6 @@ import asyncio
 import base64
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,8 @@ from django.test import Client
 
 from runs.identity.permissions import membership_grant
 from runs.models import Membership, Role, Tenant
+
+from ._bench_common import free_port, percentile, stop
 
 CONNECTS_IN_FLIGHT = 20  # Daphne drops a socket its application has not accepted in 5 s
 PAUSE_MARK = b'"pause.requested"'
@@ -106,12 +107,6 @@ class BenchSocket(asyncio.Protocol):
             self.transport.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as status:
         for line in status:
@@ -134,11 +129,6 @@ def session_cookies(count: int) -> list[str]:
         client.force_login(user)
         cookies.append(client.cookies["sessionid"].value)
     return cookies
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(len(ordered) * q) - 1))]
 
 
 class LiveBench:
@@ -243,16 +233,12 @@ def run_live_bench(
         stdout.flush()
 
     cookies = session_cookies(max([1, *sizes]))
-    port = port or _free_port()
+    port = port or free_port()
     daphne, log = _start_daphne(port)
     try:
         asyncio.run(_measure(LiveBench(port, out, log), cookies, sizes, pauses, fanouts, daphne.pid, layer))
     finally:
-        daphne.terminate()
-        try:
-            daphne.wait(10)
-        except subprocess.TimeoutExpired:
-            daphne.kill()
+        stop(daphne, timeout=10)
     os.unlink(log)  # kept when the run failed
 
 
@@ -290,4 +276,4 @@ async def _measure(
 
 
 def _p50_p99(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f} / {_pct(values, 0.99):.1f}"
+    return f"{statistics.median(values):.1f} / {percentile(values, 0.99):.1f}"

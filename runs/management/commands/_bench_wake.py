@@ -9,7 +9,6 @@ wrapping the connection's commit (before any on-commit hook runs). Both clocks a
 machine's. A Celery worker learns the agent by importing this module (`--include`)."""
 
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,8 @@ from runs.runtime import dispatch
 from runs.runtime.planner import CallTool, Decision, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool, ToolContext
+
+from ._bench_common import free_port, percentile, stop
 
 ROOT = Path(__file__).resolve().parents[3]
 AGENT = "bench_wake"
@@ -64,13 +65,8 @@ register_agent(
 # --- helpers -------------------------------------------------------------------------------
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(len(ordered) * q) - 1))]
-
-
 def _figures(values: list[float]) -> str:
-    return f"p50 {statistics.median(values):.1f} / p99 {_pct(values, 0.99):.1f} ms (n={len(values)})"
+    return f"p50 {statistics.median(values):.1f} / p99 {percentile(values, 0.99):.1f} ms (n={len(values)})"
 
 
 def _wait(predicate: Callable[[], bool], what: str, timeout: float = 120) -> None:
@@ -136,15 +132,6 @@ def _celery_worker(log: Path, concurrency: int, pool: str = "prefork") -> tuple[
     return worker, node
 
 
-def _stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def wake_rows(write: Write, caller: Caller, approvals: int, scratch: Path, concurrency: int, pool: str) -> None:
     if connection.vendor != "sqlite":
         from runs.tasks import dispatch as dispatch_task
@@ -160,7 +147,7 @@ def wake_rows(write: Write, caller: Caller, approvals: int, scratch: Path, concu
             spent = _approve_to_start(caller, ids[3:])
         finally:
             settings.HARBOR_EXECUTOR = "manual"
-            _stop(worker)
+            stop(worker)
         write(f"  approve committed → gated tool starts, Celery + Redis ({pool} ×{concurrency})  {_figures(spent)}")
     settings.HARBOR_EXECUTOR = "thread"
     threads = dispatch.local_pool()
@@ -259,7 +246,7 @@ def http_rows(
                 )
     finally:
         for process in processes:
-            _stop(process)
+            stop(process)
     executor = "Celery worker" if production else "embedded pool"
     write(f"  POST /v1/control/approve round trip, Daphne ({executor})         {_figures(spent)}")
     # The same approvals, server side: the decision's timestamp (written just before its
@@ -286,16 +273,10 @@ def add_arguments(parser: ArgumentParser) -> None:
     parser.add_argument("--worker-pool", default="prefork", help="Celery worker pool (prefork, threads, solo)")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def rows(write: Write, caller: Caller, options: dict[str, Any]) -> None:
     approvals, procs, pool = max(1, options["approvals"]), options["worker_procs"], options["worker_pool"]
     scratch = Path(settings.VAR_DIR)
     if options["wake"]:
         wake_rows(write, caller, approvals + 3, scratch, procs, pool)
     if options["http"]:
-        http_rows(write, caller, approvals, scratch, options["port"] or _free_port(), procs, pool)
+        http_rows(write, caller, approvals, scratch, options["port"] or free_port(), procs, pool)

@@ -33,6 +33,7 @@ from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool
 
 from . import _bench_wake as latency
+from ._bench_common import percentile
 from ._bench_live import run_live_bench
 from ._seed import seed_history
 
@@ -133,10 +134,6 @@ def _pause_list_page(caller: Caller) -> object:
     return PauseListResponseSerializer(page, context=context).data
 
 
-def _pct(values: list[float], q: float) -> float:
-    return values[max(0, int(len(values) * q) - 1)]
-
-
 class Command(BaseCommand):
     help = "Benchmark pause + decide cycles against LangGraph, and pause.list as history grows."
 
@@ -229,7 +226,7 @@ class Command(BaseCommand):
         self.stdout.write(f"  SQL statements per cycle (no savepoints) ours {statements}")
         self.stdout.write(
             f"  approve service call, p50 / p99 ms    ours {statistics.median(approve_ms):.1f} / "
-            f"{_pct(approve_ms, 0.99):.1f}"
+            f"{percentile(approve_ms, 0.99):.1f}"
         )
 
     def _reads(self, alice: Caller, bob: Caller, size: int) -> None:
@@ -252,7 +249,7 @@ class Command(BaseCommand):
         since_ms = _ms(lambda: client.get(since), times)
         label = f"{size} pauses ({open_count} open)"
         self.stdout.write(
-            f"  pause.list page, p95 ms, {label}: approver {_pct(approver, 0.95):.1f}, member {_pct(member, 0.95):.1f}"
+            f"  pause.list page, p95 ms, {label}: approver {percentile(approver, 0.95):.1f}, member {percentile(member, 0.95):.1f}"
         )
         self.stdout.write(
             f"  /inbox/ for an approver, p50 ms, {label}: {statistics.median(inbox):.1f}"
