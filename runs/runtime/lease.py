@@ -53,7 +53,7 @@ class Lease:
             .first()
         )
         now = timezone.now()
-        if run is None or run.status not in READY or (run.lease_owner and not _expired(run, now)):
+        if run is None or not _claimable(run, now):
             return None
         run.lease_owner, run.lease_expires_at = self.worker, now + lease_length()
         Run.objects.filter(pk=run.pk).update(lease_owner=run.lease_owner, lease_expires_at=run.lease_expires_at)
@@ -113,8 +113,10 @@ class Lease:
             _keeper.drop(self)
 
 
-def _expired(run: Run, now: datetime) -> bool:
-    return run.lease_expires_at is not None and run.lease_expires_at < now
+def _claimable(run: Run, now: datetime) -> bool:
+    """`claimable()`'s rule, on a row already read (and locked)."""
+    expired = run.lease_expires_at is not None and run.lease_expires_at < now
+    return run.status in READY and (not run.lease_owner or expired)
 
 
 class _Keeper:
