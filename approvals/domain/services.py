@@ -22,6 +22,7 @@ from runs.domain.event_types import (
     PauseResumed,
     ToolDecided,
 )
+from runs.domain.rows import Rows
 from runs.domain.transitions import move, run_cancelled, run_reject
 from runs.identity.callers import Caller
 from runs.identity.visibility import may_decide_pause, may_view_pause
@@ -29,6 +30,8 @@ from runs.models import Run, RunStatus
 from runs.runtime.wake import wake_on_commit
 
 log = logging.getLogger("harbor.approvals")
+
+PAUSES = Rows(Pause)
 
 DECISION_FOR_METHOD = {"approve": Decision.APPROVE, "reject": Decision.REJECT, "resume": Decision.RESUME}
 GATE_DECISIONS = frozenset({Decision.APPROVE, Decision.REJECT})
@@ -52,21 +55,23 @@ def pause_park(
     """Park a running run on a new pause. Called by the runtime alone, holding the run lock."""
     token = token_mint()
     now = timezone.now()
-    pause = Pause.objects.create(
-        tenant_id=run.tenant_id,
-        run=run,
-        cause=cause,
-        reason=reason,
-        token_digest=token_digest(token),
-        token_sealed=token_seal(token),
-        identity_user=run.owner.username,
-        identity_session=run.session,
-        tool=tool,
-        step=step,
-        payload=payload,
-        tool_context=tool_context or {},
-        handle_keys=handle_keys or {},
-        expires_at=now + deadline if deadline else None,
+    pause = PAUSES.insert(
+        Pause(
+            tenant_id=run.tenant_id,
+            run=run,
+            cause=cause,
+            reason=reason,
+            token_digest=token_digest(token),
+            token_sealed=token_seal(token),
+            identity_user=run.owner.username,
+            identity_session=run.session,
+            tool=tool,
+            step=step,
+            payload=payload,
+            tool_context=tool_context or {},
+            handle_keys=handle_keys or {},
+            expires_at=now + deadline if deadline else None,
+        )
     )
     move(run, RunStatus.PAUSED, lease_owner="", lease_expires_at=None)
     expires = pause.expires_at.isoformat().replace("+00:00", "Z") if pause.expires_at else None
@@ -232,9 +237,11 @@ def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None, p
             raise NotFound(NO_OPEN_PAUSE)
         pause = Pause.objects.select_for_update(no_key=True).get(pk=found["pk"])
         return pause
-    pause = run.pauses.select_for_update(no_key=True).filter(state=PauseState.PAUSED).order_by("-created_at").first()
-    if pause is None:
-        pause = run.pauses.order_by("-created_at").first()
+    pause = PAUSES.lock("-created_at", run=run, state=PauseState.PAUSED)
+    if pause is not None:
+        pause.run = run  # as the related manager would: the run is already at hand, locked
+        return pause
+    pause = run.pauses.order_by("-created_at").first()
     if pause is None:
         raise NotFound("the run has no pause")
     return pause
@@ -268,7 +275,7 @@ def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, d
     if actor is not None:
         fields.update(decided_by=actor.user, decided_session=actor.session)
     # The row count decides, whatever the database's locking does.
-    if Pause.objects.filter(pk=pause.pk, state=PauseState.PAUSED)._settle(**fields) != 1:
+    if PAUSES.update_where({"pk": pause.pk, "state": PauseState.PAUSED}, **fields) != 1:
         raise AlreadyResumed("the pause was decided concurrently")
     for name, value in fields.items():
         setattr(pause, name, value)

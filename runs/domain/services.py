@@ -22,6 +22,7 @@ from runs.domain.errors import (
 )
 from runs.domain.event_types import TaskPrioritised, TaskSpawned
 from runs.domain.payload import MAX_STRING, check_bounds
+from runs.domain.rows import INSTRUCTIONS, RUNS
 from runs.domain.steering_payloads import priority_check, steering_payload_clean
 from runs.identity.callers import Caller
 from runs.identity.scopes import MINIMUM_SCOPE, SCOPE_NAMES, caller_scope, can_view_run
@@ -87,15 +88,17 @@ def run_start(
                 parent = Run.objects.select_for_update(no_key=True).filter(pk=parent_run, tenant=caller.tenant).first()
                 if parent is None or not can_view_run(caller, parent) or parent.is_terminal:
                     raise NotFound("parent_run is unknown or terminal")
-            run = Run.objects.create(
-                **identity,
-                agent_id=agent_id,
-                goal=query,
-                priority=priority,
-                parent=parent,
-                cancel_policy=cancel_policy,
-                idempotency_key=idempotency_key,
-                checkpoint={"query": query, "step": 0, "history": []},
+            run = RUNS.insert(
+                Run(
+                    **identity,
+                    agent_id=agent_id,
+                    goal=query,
+                    priority=priority,
+                    parent=parent,
+                    cancel_policy=cancel_policy,
+                    idempotency_key=idempotency_key,
+                    checkpoint={"query": query, "step": 0, "history": []},
+                )
             )
             events.emit(
                 run=run,
@@ -171,14 +174,7 @@ def _submit_locked(
     requested_scope: str | None,
     pause_id: str | None,
 ) -> SteeringReceipt:
-    run = (
-        Run.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("owner")
-        .filter(pk=run_id, tenant=caller.tenant)
-        .first()
-        if isinstance(run_id, str)
-        else None
-    )
+    run = RUNS.lock(pk=run_id, tenant=caller.tenant) if isinstance(run_id, str) else None
     if run is None or not can_view_run(caller, run):
         raise NotFound("no such run")
     scope = caller_scope(caller, run)
@@ -234,17 +230,19 @@ def _submit_locked(
 def _instruction(
     caller: Caller, run: Run, method: str, payload: dict[str, Any], event_id: str | None, *, applied: bool = False
 ) -> SteeringInstruction:
-    return SteeringInstruction.objects.create(
-        tenant=caller.tenant,
-        run=run,
-        instruction=method,
-        # Never keep a resume token, even a spent one: the audit names the pause instead.
-        payload={k: v for k, v in payload.items() if k != "token"},
-        event_id=event_id,
-        actor=caller.user,
-        actor_session=caller.session,
-        state=SteeringState.APPLIED if applied else SteeringState.PENDING,
-        settled_at=timezone.now() if applied else None,
+    return INSTRUCTIONS.insert(
+        SteeringInstruction(
+            tenant=caller.tenant,
+            run=run,
+            instruction=method,
+            # Never keep a resume token, even a spent one: the audit names the pause instead.
+            payload={k: v for k, v in payload.items() if k != "token"},
+            event_id=event_id,
+            actor=caller.user,
+            actor_session=caller.session,
+            state=SteeringState.APPLIED if applied else SteeringState.PENDING,
+            settled_at=timezone.now() if applied else None,
+        )
     )
 
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 from runs.domain import events
 from runs.domain.errors import HarborError
 from runs.domain.event_types import TaskCancelled, TaskCompleted, TaskFailed
+from runs.domain.rows import RUNS
 from runs.models import RUN_TRANSITIONS, TERMINAL_RUN_STATUSES, FailureCode, Run, RunStatus
 from runs.runtime import handles
 
@@ -36,7 +37,7 @@ def move(run: Run, to: str, **fields: object) -> None:
         transaction.on_commit(partial(handles.release_run, run.pk))
     for name, value in fields.items():
         setattr(run, name, value)
-    run.save()
+    RUNS.update(run)
 
 
 def run_complete(run: Run, answer: str) -> None:

@@ -11,6 +11,7 @@ from typing import TypeVar
 from runs.domain import events
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 from runs.domain.event_types import ToolCompleted, ToolFailed, tool_pause_companion
+from runs.domain.rows import RUNS
 from runs.domain.transitions import run_fail
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
@@ -131,7 +132,7 @@ def _checkpoint(run: Run, call: Call, result: object) -> bool:
     checkpoint.pop("pending_call", None)
     checkpoint.pop("resolution", None)
     run.checkpoint = checkpoint
-    run.save(update_fields=["checkpoint", "updated_at"])
+    RUNS.update(run, ["checkpoint"])
     events.emit(
         run=run,
         type=events.TOOL_COMPLETED,

@@ -16,11 +16,13 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from runs.domain.rows import RUNS
 from runs.models import Run, RunStatus
 
 log = logging.getLogger("harbor.runtime")
 
 READY = (RunStatus.PENDING, RunStatus.RUNNING)
+LEASE_FIELDS = ("lease_owner", "lease_expires_at")
 
 
 class LeaseLost(Exception):
@@ -46,17 +48,12 @@ class Lease:
         """Take the run under its row lock if it is ready and free (or its holder's lease
         expired), inside the caller's transaction; None if it is not. A row locked by another
         transaction is waited for, not skipped: a skipped run would wait for the next sweep."""
-        run = (
-            Run.objects.select_for_update(no_key=True, of=("self",))
-            .select_related("owner")
-            .filter(pk=self.run_id)
-            .first()
-        )
+        run = RUNS.lock(pk=self.run_id)
         now = timezone.now()
         if run is None or not _claimable(run, now):
             return None
         run.lease_owner, run.lease_expires_at = self.worker, now + lease_length()
-        Run.objects.filter(pk=run.pk).update(lease_owner=run.lease_owner, lease_expires_at=run.lease_expires_at)
+        RUNS.update(run, LEASE_FIELDS)
         self.run = run
         return run
 
@@ -85,7 +82,9 @@ class Lease:
         needs no write (the heartbeat keeps it while a planner or tool works). `no_key`: the
         run's key never changes, so rows pointing at it (events, pauses) may still be inserted
         meanwhile."""
-        run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("owner").get(pk=self.run_id)
+        run = RUNS.lock(pk=self.run_id)
+        if run is None:
+            raise Run.DoesNotExist(self.run_id)
         self.run = run
         if run.is_terminal:
             return run  # ended meanwhile (a cancel, a rejection): the caller stops here
@@ -95,11 +94,11 @@ class Lease:
             raise LeaseLost(self.run_id)
         if run.lease_expires_at - now < lease_length() / 2:
             run.lease_expires_at = now + lease_length()
-            Run.objects.filter(pk=run.pk).update(lease_expires_at=run.lease_expires_at)
+            RUNS.update(run, LEASE_FIELDS)
         return run
 
     def release(self) -> None:
-        Run.objects.filter(pk=self.run_id, lease_owner=self.worker).update(lease_owner="", lease_expires_at=None)
+        RUNS.update_where({"pk": self.run_id, "lease_owner": self.worker}, lease_owner="", lease_expires_at=None)
 
     @contextlib.contextmanager
     def heartbeat(self) -> Iterator[None]:

@@ -2,6 +2,7 @@
 
 from django.utils import timezone
 
+from runs.domain.rows import TOOL_CALLS
 from runs.models import Run, ToolCall, ToolCallOutcome
 
 from .tools import Tool
@@ -18,21 +19,26 @@ def open_attempt(run: Run, tool: Tool, step: int, worker: str, *, opened: int | 
             outcome=ToolCallOutcome.LOST, finished_at=timezone.now()
         )
     number = (earlier.count() if opened is None else opened) + 1
-    return ToolCall.objects.create(
-        tenant_id=run.tenant_id,
-        run=run,
-        step=step,
-        attempt=number,
-        tool=tool.name,
-        worker=worker,
-        idempotency_key=f"{run.pk}:{step}",
+    return TOOL_CALLS.insert(
+        ToolCall(
+            tenant_id=run.tenant_id,
+            run=run,
+            step=step,
+            attempt=number,
+            tool=tool.name,
+            worker=worker,
+            idempotency_key=f"{run.pk}:{step}",
+        )
     )
 
 
 def settle_attempt(attempt: ToolCall, outcome: str, error: str = "") -> bool:
     """Settle the attempt if it is still running; False if it was settled already (another
     worker took the step over and marked it lost)."""
-    settled = ToolCall.objects.filter(pk=attempt.pk, outcome=ToolCallOutcome.RUNNING)._settle(
-        outcome=outcome, error=error[:2000], finished_at=timezone.now()
+    settled = TOOL_CALLS.update_where(
+        {"pk": attempt.pk, "outcome": ToolCallOutcome.RUNNING},
+        outcome=outcome,
+        error=error[:2000],
+        finished_at=timezone.now(),
     )
     return settled == 1

@@ -31,6 +31,7 @@ from runs.domain.event_types import (
     TaskStarted,
     ToolInvoked,
 )
+from runs.domain.rows import RUNS
 from runs.domain.transitions import move, run_complete, run_fail
 from runs.models import FailureCode, Run, RunStatus
 
@@ -193,7 +194,7 @@ def _call(lease: Lease, run: Run, ctx: ToolContext, step: int, pending: dict[str
         return None
     attempt = open_attempt(run, tool, step, lease.worker, opened=pending.get("attempts"))
     checkpoint["pending_call"] = {**pending, "attempts": attempt.attempt}
-    run.save(update_fields=["checkpoint", "updated_at"])
+    RUNS.update(run, ["checkpoint"])
     ctx.idempotency_key = attempt.idempotency_key
     events.emit(
         run=run,

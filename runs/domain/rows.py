@@ -1,0 +1,186 @@
+"""The hot path's row statements, written out once per model instead of compiled by the ORM
+on every call: the run loop and a decision lock, read, insert and update a handful of rows
+per step, and the ORM's compilation costs ten times the statement (0.3-0.6 ms against
+~0.04 ms). Same rows, same locks, same values: every column still goes through its field's
+own conversions, both ways."""
+
+import weakref
+from collections.abc import Iterable
+from typing import Any, Generic, TypeVar
+
+from django.contrib.auth import get_user_model
+from django.db import models, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.expressions import Col
+
+from runs.domain.audit import AppendOnlyModel, AuditImmutable
+from runs.models import Run, SteeringInstruction, ToolCall
+
+M = TypeVar("M", bound=models.Model)
+Converter = tuple[str, list[Any], Col]  # attname, the converters, their expression
+
+
+class Rows(Generic[M]):
+    """One model's statements by primary key or by equality on a few columns."""
+
+    def __init__(self, model: type[M], *, owner: bool = False) -> None:
+        self.model, self.owner = model, owner  # owner: the row's `owner` (id, username) comes along
+        self.meta = model._meta
+        self.fields = list(self.meta.concrete_fields)
+        self._sql: dict[tuple, str] = {}
+        self._readers: weakref.WeakKeyDictionary[BaseDatabaseWrapper, list[Converter]] = weakref.WeakKeyDictionary()
+
+    def lock(self, order: str = "", **where: object) -> M | None:
+        """The first matching row under a row lock (PostgreSQL: FOR NO KEY UPDATE; SQLite's
+        immediate transaction already holds the database), or None."""
+        return self._select(where, order, lock=True)
+
+    def get(self, order: str = "", **where: object) -> M | None:
+        return self._select(where, order, lock=False)
+
+    def insert(self, row: M) -> M:
+        """INSERT the row; a key the database makes (an autoincrement) comes back with it."""
+        conn = transaction.get_connection()
+        returning = row.pk is None
+        fields = [field for field in self.fields if not (returning and field.primary_key)]
+        values = [field.get_db_prep_save(field.pre_save(row, True), conn) for field in fields]
+        sql = self._cached(("insert", conn.vendor, returning), lambda: self._insert_sql(conn, fields, returning))
+        with conn.cursor() as cursor:
+            cursor.execute(sql, values)
+            if returning:
+                row.pk = cursor.fetchone()[0]
+        row._state.adding, row._state.db = False, conn.alias
+        return row
+
+    def update(self, row: M, names: Iterable[str] | None = None) -> None:
+        """Write the row's fields by primary key (all, or the named ones and any auto_now)."""
+        if issubclass(self.model, AppendOnlyModel):
+            raise AuditImmutable(f"{self.model.__name__} rows are append-only")
+        wanted = set(names) if names is not None else None
+        fields = [
+            field
+            for field in self.fields
+            if not field.primary_key and (wanted is None or field.name in wanted or getattr(field, "auto_now", False))
+        ]
+        conn = transaction.get_connection()
+        values = [field.get_db_prep_save(field.pre_save(row, False), conn) for field in fields]
+        key = ("update", conn.vendor, tuple(field.column for field in fields))
+        sql = self._cached(key, lambda: self._update_sql(conn, fields))
+        with conn.cursor() as cursor:
+            cursor.execute(sql, [*values, self.meta.pk.get_db_prep_value(row.pk, conn)])
+
+    def update_where(self, where: dict[str, object], **values: object) -> int:
+        """UPDATE ... WHERE (equalities): the row count decides a guarded transition. The one
+        write an append-only row allows after its insert (its service's single settle)."""
+        conn = transaction.get_connection()
+        fields = [self._field(name) for name in values]
+        params = [
+            field.get_db_prep_save(value.pk if isinstance(value, models.Model) else value, conn)
+            for field, value in zip(fields, values.values(), strict=True)
+        ]
+        key = ("update_where", conn.vendor, tuple(values), tuple(where))
+        sql = self._cached(key, lambda: self._update_where_sql(conn, fields, list(where)))
+        with conn.cursor() as cursor:
+            cursor.execute(sql, [*params, *self._where_params(conn, where)])
+            return cursor.rowcount
+
+    # statements
+
+    def _select(self, where: dict[str, object], order: str, *, lock: bool) -> M | None:
+        conn = transaction.get_connection()
+        key = ("select", conn.vendor, tuple(where), order, lock)
+        sql = self._cached(key, lambda: self._select_sql(conn, list(where), order, lock))
+        with conn.cursor() as cursor:
+            cursor.execute(sql, self._where_params(conn, where))
+            found = cursor.fetchone()
+        if found is None:
+            return None
+        values = list(found[: len(self.fields)])
+        for index, (_, converters, expression) in enumerate(self._converters(conn)):
+            for convert in converters:
+                values[index] = convert(values[index], expression, conn)
+        row = self.model.from_db(conn.alias, None, values)
+        if self.owner:
+            user_model = get_user_model()
+            row._state.fields_cache["owner"] = user_model.from_db(conn.alias, ["id", "username"], found[-2:])
+        return row
+
+    def _select_sql(self, conn: BaseDatabaseWrapper, where: list[str], order: str, lock: bool) -> str:
+        quote, table = conn.ops.quote_name, self.meta.db_table
+        columns = [f"{quote(table)}.{quote(field.column)}" for field in self.fields]
+        joins = ""
+        if self.owner:
+            users = get_user_model()._meta.db_table
+            owner_column = self._field("owner").column
+            columns += [f"{quote(users)}.{quote('id')}", f"{quote(users)}.{quote('username')}"]
+            joins = f" JOIN {quote(users)} ON {quote(users)}.{quote('id')} = {quote(table)}.{quote(owner_column)}"
+        sql = f"SELECT {', '.join(columns)} FROM {quote(table)}{joins} WHERE {self._where_sql(conn, where)}"
+        if order:
+            column = self._field(order.lstrip("-")).column
+            sql += f" ORDER BY {quote(table)}.{quote(column)}{' DESC' if order.startswith('-') else ''}"
+        sql += " LIMIT 1"
+        if lock and conn.features.has_select_for_update:
+            strength = "NO KEY UPDATE" if conn.features.has_select_for_no_key_update else "UPDATE"
+            sql += f" FOR {strength} OF {quote(table)}"
+        return sql
+
+    def _insert_sql(self, conn: BaseDatabaseWrapper, fields: list[models.Field], returning: bool) -> str:
+        quote = conn.ops.quote_name
+        columns = ", ".join(quote(field.column) for field in fields)
+        sql = f"INSERT INTO {quote(self.meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
+        return sql + (f" RETURNING {quote(self.meta.pk.column)}" if returning else "")
+
+    def _update_sql(self, conn: BaseDatabaseWrapper, fields: list[models.Field]) -> str:
+        quote = conn.ops.quote_name
+        assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+        return f"UPDATE {quote(self.meta.db_table)} SET {assignments} WHERE {quote(self.meta.pk.column)} = %s"
+
+    def _update_where_sql(self, conn: BaseDatabaseWrapper, fields: list[models.Field], where: list[str]) -> str:
+        quote = conn.ops.quote_name
+        assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+        return f"UPDATE {quote(self.meta.db_table)} SET {assignments} WHERE {self._where_sql(conn, where)}"
+
+    def _where_sql(self, conn: BaseDatabaseWrapper, names: list[str]) -> str:
+        quote, table = conn.ops.quote_name, self.meta.db_table
+        return " AND ".join(f"{quote(table)}.{quote(self._field(name).column)} = %s" for name in names)
+
+    def _where_params(self, conn: BaseDatabaseWrapper, where: dict[str, object]) -> list[object]:
+        params = []
+        for name, value in where.items():
+            field = self._field(name)
+            if isinstance(value, models.Model):
+                value = value.pk
+            target = field.target_field if field.is_relation else field  # type: ignore[union-attr]
+            params.append(target.get_db_prep_value(value, conn))
+        return params
+
+    def _field(self, name: str) -> Any:
+        return self.meta.pk if name == "pk" else self.meta.get_field(name)
+
+    def _converters(self, conn: BaseDatabaseWrapper) -> list[Converter]:
+        """Django's read conversions per column (the backend's, then the field's), as its
+        compiler applies them."""
+        if conn not in self._readers:
+            readers = []
+            for field in self.fields:
+                expression = field.get_col(self.meta.db_table)
+                readers.append(
+                    (
+                        field.attname,
+                        conn.ops.get_db_converters(expression) + expression.get_db_converters(conn),
+                        expression,
+                    )
+                )
+            self._readers[conn] = readers
+        return self._readers[conn]
+
+    def _cached(self, key: tuple, build: Any) -> str:
+        sql = self._sql.get(key)
+        if sql is None:
+            sql = self._sql[key] = build()
+        return sql
+
+
+RUNS = Rows(Run, owner=True)
+TOOL_CALLS = Rows(ToolCall)
+INSTRUCTIONS = Rows(SteeringInstruction)
