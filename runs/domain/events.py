@@ -142,12 +142,15 @@ def _write(conn: BaseDatabaseWrapper, events: list[Event]) -> None:
     by_tenant: dict[int, list[Event]] = {}
     for event in events:
         by_tenant.setdefault(event.tenant_id, []).append(event)
-    for tenant_id in sorted(by_tenant):  # one order for everyone: no deadlock between tenants
-        numbered = by_tenant[tenant_id]
-        last = _next_sequence(conn, tenant_id, len(numbered))
-        for offset, event in enumerate(numbered):
-            event.sequence = last - len(numbered) + 1 + offset
-    _insert(conn, events)
+    if conn.vendor == "postgresql" and len(by_tenant) == 1:
+        # One round trip: the cursor bump rides in the INSERT as a data-modifying CTE.
+        (tenant_id,) = by_tenant
+        _number(events, _insert(conn, events, bump_tenant=tenant_id))
+    else:
+        for tenant_id in sorted(by_tenant):  # one order for everyone: no deadlock between tenants
+            numbered = by_tenant[tenant_id]
+            _number(numbered, _next_sequence(conn, tenant_id, len(numbered)))
+        _insert(conn, events)
     published = {tenant_id: [_published(event) for event in numbered] for tenant_id, numbered in by_tenant.items()}
 
     def push_all() -> None:
@@ -157,17 +160,36 @@ def _write(conn: BaseDatabaseWrapper, events: list[Event]) -> None:
     transaction.on_commit(push_all, using=conn.alias)
 
 
-def _insert(conn: BaseDatabaseWrapper, events: list[Event]) -> None:
+def _number(events: list[Event], last: int) -> None:
+    for offset, event in enumerate(events):
+        event.sequence = last - len(events) + 1 + offset
+
+
+def _insert(conn: BaseDatabaseWrapper, events: list[Event], *, bump_tenant: int | None = None) -> int:
     """One multi-row INSERT, written out rather than built by bulk_create: every service
-    transaction ends here, and the log needs no ids back."""
+    transaction ends here, and the log needs no ids back. With `bump_tenant` (one tenant's
+    events) the statement also bumps that tenant's cursor and numbers the rows from it,
+    returning the cursor's new value (what _next_sequence does, in the same statement)."""
     fields = [field for field in Event._meta.concrete_fields if not field.primary_key]
     columns = ", ".join(conn.ops.quote_name(field.column) for field in fields)
-    row = f"({', '.join(['%s'] * len(fields))})"
+    numbered = bump_tenant is not None
+    slots = ["(SELECT event_sequence FROM bump) - %s" if numbered and f.attname == "sequence" else "%s" for f in fields]
+    params: list[object] = []
+    for offset, event in enumerate(events):
+        for field in fields:
+            if numbered and field.attname == "sequence":
+                params.append(len(events) - 1 - offset)
+            else:
+                params.append(field.get_db_prep_save(getattr(event, field.attname), conn))
+    row = f"({', '.join(slots)})"
+    sql = f"INSERT INTO {Event._meta.db_table} ({columns}) VALUES {', '.join([row] * len(events))}"
+    if numbered:
+        bump = f"UPDATE {Tenant._meta.db_table} SET event_sequence = event_sequence + %s WHERE id = %s"
+        sql = f"WITH bump AS ({bump} RETURNING event_sequence) {sql} RETURNING sequence"
+        params = [len(events), bump_tenant, *params]
     with conn.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {Event._meta.db_table} ({columns}) VALUES {', '.join([row] * len(events))}",
-            [field.get_db_prep_save(getattr(event, field.attname), conn) for event in events for field in fields],
-        )
+        cursor.execute(sql, params)
+        return max(sequence for (sequence,) in cursor.fetchall()) if numbered else 0
 
 
 def _published(event: Event) -> dict:

@@ -17,7 +17,7 @@ from runs.domain.audit import AppendOnlyModel, AuditImmutable
 from runs.models import Run, SteeringInstruction, ToolCall
 
 M = TypeVar("M", bound=models.Model)
-Converter = tuple[str, list[Any], Col]  # attname, the converters, their expression
+Converter = tuple[list[Any], Col]  # a column's converters and the expression they are given
 
 
 class Rows(Generic[M]):
@@ -33,10 +33,7 @@ class Rows(Generic[M]):
     def lock(self, order: str = "", **where: object) -> M | None:
         """The first matching row under a row lock (PostgreSQL: FOR NO KEY UPDATE; SQLite's
         immediate transaction already holds the database), or None."""
-        return self._select(where, order, lock=True)
-
-    def get(self, order: str = "", **where: object) -> M | None:
-        return self._select(where, order, lock=False)
+        return self._select(where, order)
 
     def insert(self, row: M) -> M:
         """INSERT the row; a key the database makes (an autoincrement) comes back with it."""
@@ -74,10 +71,7 @@ class Rows(Generic[M]):
         write an append-only row allows after its insert (its service's single settle)."""
         conn = transaction.get_connection()
         fields = [self._field(name) for name in values]
-        params = [
-            field.get_db_prep_save(value.pk if isinstance(value, models.Model) else value, conn)
-            for field, value in zip(fields, values.values(), strict=True)
-        ]
+        params = self._prepared(conn, fields, values.values())
         key = ("update_where", conn.vendor, tuple(values), tuple(where))
         sql = self._cached(key, lambda: self._update_where_sql(conn, fields, list(where)))
         with conn.cursor() as cursor:
@@ -86,17 +80,33 @@ class Rows(Generic[M]):
 
     # statements
 
-    def _select(self, where: dict[str, object], order: str, *, lock: bool) -> M | None:
+    def update_returning(self, condition: str, params: list[object], **values: object) -> M | None:
+        """UPDATE the row matching `condition` (SQL over this table's columns, `%s` for
+        `params`) and read it back as `get` would, in one statement: a guarded claim that
+        locks, re-checks and writes at once. None when no row matched."""
         conn = transaction.get_connection()
-        key = ("select", conn.vendor, tuple(where), order, lock)
-        sql = self._cached(key, lambda: self._select_sql(conn, list(where), order, lock))
+        fields = [self._field(name) for name in values]
+        key = ("update_returning", conn.vendor, tuple(values), condition)
+        sql = self._cached(key, lambda: self._update_returning_sql(conn, fields, condition))
+        with conn.cursor() as cursor:
+            cursor.execute(sql, [*self._prepared(conn, fields, values.values()), *params])
+            found = cursor.fetchone()
+        return None if found is None else self._row(conn, found)
+
+    # statements
+
+    def _select(self, where: dict[str, object], order: str) -> M | None:
+        conn = transaction.get_connection()
+        key = ("select", conn.vendor, tuple(where), order)
+        sql = self._cached(key, lambda: self._select_sql(conn, list(where), order))
         with conn.cursor() as cursor:
             cursor.execute(sql, self._where_params(conn, where))
             found = cursor.fetchone()
-        if found is None:
-            return None
+        return None if found is None else self._row(conn, found)
+
+    def _row(self, conn: BaseDatabaseWrapper, found: tuple) -> M:
         values = list(found[: len(self.fields)])
-        for index, (_, converters, expression) in enumerate(self._converters(conn)):
+        for index, (converters, expression) in enumerate(self._converters(conn)):
             for convert in converters:
                 values[index] = convert(values[index], expression, conn)
         row = self.model.from_db(conn.alias, None, values)
@@ -105,7 +115,16 @@ class Rows(Generic[M]):
             row._state.fields_cache["owner"] = user_model.from_db(conn.alias, ["id", "username"], found[-2:])
         return row
 
-    def _select_sql(self, conn: BaseDatabaseWrapper, where: list[str], order: str, lock: bool) -> str:
+    def _update_returning_sql(self, conn: BaseDatabaseWrapper, fields: list[models.Field], condition: str) -> str:
+        quote, table = conn.ops.quote_name, self.meta.db_table
+        columns = [quote(field.column) for field in self.fields]
+        if self.owner:  # RETURNING reads only the updated table: the username by subquery
+            users, owner = get_user_model()._meta.db_table, quote(self._field("owner").column)
+            columns += [owner, f"(SELECT {quote('username')} FROM {quote(users)} WHERE {quote('id')} = {owner})"]
+        assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+        return f"UPDATE {quote(table)} SET {assignments} WHERE {condition} RETURNING {', '.join(columns)}"
+
+    def _select_sql(self, conn: BaseDatabaseWrapper, where: list[str], order: str) -> str:
         quote, table = conn.ops.quote_name, self.meta.db_table
         columns = [f"{quote(table)}.{quote(field.column)}" for field in self.fields]
         joins = ""
@@ -119,7 +138,7 @@ class Rows(Generic[M]):
             column = self._field(order.lstrip("-")).column
             sql += f" ORDER BY {quote(table)}.{quote(column)}{' DESC' if order.startswith('-') else ''}"
         sql += " LIMIT 1"
-        if lock and conn.features.has_select_for_update:
+        if conn.features.has_select_for_update:
             strength = "NO KEY UPDATE" if conn.features.has_select_for_no_key_update else "UPDATE"
             sql += f" FOR {strength} OF {quote(table)}"
         return sql
@@ -154,6 +173,12 @@ class Rows(Generic[M]):
             params.append(target.get_db_prep_value(value, conn))
         return params
 
+    def _prepared(self, conn: BaseDatabaseWrapper, fields: list[Any], values: Iterable[object]) -> list[object]:
+        return [
+            field.get_db_prep_save(value.pk if isinstance(value, models.Model) else value, conn)
+            for field, value in zip(fields, values, strict=True)
+        ]
+
     def _field(self, name: str) -> Any:
         return self.meta.pk if name == "pk" else self.meta.get_field(name)
 
@@ -165,11 +190,7 @@ class Rows(Generic[M]):
             for field in self.fields:
                 expression = field.get_col(self.meta.db_table)
                 readers.append(
-                    (
-                        field.attname,
-                        conn.ops.get_db_converters(expression) + expression.get_db_converters(conn),
-                        expression,
-                    )
+                    (conn.ops.get_db_converters(expression) + expression.get_db_converters(conn), expression)
                 )
             self._readers[conn] = readers
         return self._readers[conn]

@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection
@@ -45,16 +45,19 @@ class Lease:
         self.run: Run | None = None  # the row as this worker's latest transaction left it
 
     def claim_locked(self) -> Run | None:
-        """Take the run under its row lock if it is ready and free (or its holder's lease
-        expired), inside the caller's transaction; None if it is not. A row locked by another
-        transaction is waited for, not skipped: a skipped run would wait for the next sweep."""
-        run = RUNS.lock(pk=self.run_id)
+        """Take the run if it is ready and free (or its holder's lease expired), inside the
+        caller's transaction, in one UPDATE that locks, re-checks and writes; None if it is
+        not. A row locked by another transaction is waited for, not skipped (a skipped run
+        would wait for the next sweep); the database re-checks the rule once it is free."""
         now = timezone.now()
-        if run is None or not _claimable(run, now):
-            return None
-        run.lease_owner, run.lease_expires_at = self.worker, now + lease_length()
-        RUNS.update(run, LEASE_FIELDS)
-        self.run = run
+        run = RUNS.update_returning(
+            _CLAIMABLE,
+            [self.run_id, *READY, connection.ops.adapt_datetimefield_value(now)],
+            lease_owner=self.worker,
+            lease_expires_at=now + lease_length(),
+        )
+        if run is not None:
+            self.run = run
         return run
 
     def renew(self) -> bool:
@@ -112,10 +115,8 @@ class Lease:
             _keeper.drop(self)
 
 
-def _claimable(run: Run, now: datetime) -> bool:
-    """`claimable()`'s rule, on a row already read (and locked)."""
-    expired = run.lease_expires_at is not None and run.lease_expires_at < now
-    return run.status in READY and (not run.lease_owner or expired)
+# claimable()'s rule on one run, as the claim's UPDATE checks it under the row lock.
+_CLAIMABLE = "id = %s AND status IN (%s, %s) AND (lease_owner = '' OR lease_expires_at < %s)"
 
 
 class _Keeper:

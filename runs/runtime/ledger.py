@@ -13,12 +13,13 @@ def open_attempt(run: Run, tool: Tool, step: int, worker: str, *, opened: int | 
     has had (its checkpoint counts them in the transaction that opens each; None: not
     counted, so the ledger is). An earlier attempt still marked running had a worker that
     died (we hold the lease it lost): it is marked lost."""
-    earlier = ToolCall.objects.filter(run=run, step=step)
-    if opened != 0:
-        earlier.filter(outcome=ToolCallOutcome.RUNNING)._settle(
-            outcome=ToolCallOutcome.LOST, finished_at=timezone.now()
+    if opened != 0:  # the first attempt has no earlier one to look for
+        TOOL_CALLS.update_where(
+            {"run": run, "step": step, "outcome": ToolCallOutcome.RUNNING},
+            outcome=ToolCallOutcome.LOST,
+            finished_at=timezone.now(),
         )
-    number = (earlier.count() if opened is None else opened) + 1
+    number = (ToolCall.objects.filter(run=run, step=step).count() if opened is None else opened) + 1
     return TOOL_CALLS.insert(
         ToolCall(
             tenant_id=run.tenant_id,
