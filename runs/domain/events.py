@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
@@ -174,7 +174,7 @@ def _insert(conn: BaseDatabaseWrapper, events: list[Event], *, bump_tenant: int 
     columns = ", ".join(conn.ops.quote_name(field.column) for field in fields)
     numbered = bump_tenant is not None
     slots = ["(SELECT event_sequence FROM bump) - %s" if numbered and f.attname == "sequence" else "%s" for f in fields]
-    params: list[object] = []
+    params: list[Any] = []
     for offset, event in enumerate(events):
         for field in fields:
             if numbered and field.attname == "sequence":

@@ -27,6 +27,7 @@ class Rows(Generic[M]):
         self.model, self.owner = model, owner  # owner: the row's `owner` (id, username) comes along
         self.meta = model._meta
         self.fields = list(self.meta.concrete_fields)
+        self.attnames = [field.attname for field in self.fields]
         self._sql: dict[tuple, str] = {}
         self._readers: weakref.WeakKeyDictionary[BaseDatabaseWrapper, list[Converter]] = weakref.WeakKeyDictionary()
 
@@ -109,7 +110,7 @@ class Rows(Generic[M]):
         for index, (converters, expression) in enumerate(self._converters(conn)):
             for convert in converters:
                 values[index] = convert(values[index], expression, conn)
-        row = self.model.from_db(conn.alias, None, values)
+        row = self.model.from_db(conn.alias, self.attnames, values)
         if self.owner:
             user_model = get_user_model()
             row._state.fields_cache["owner"] = user_model.from_db(conn.alias, ["id", "username"], found[-2:])
@@ -169,7 +170,7 @@ class Rows(Generic[M]):
             field = self._field(name)
             if isinstance(value, models.Model):
                 value = value.pk
-            target = field.target_field if field.is_relation else field  # type: ignore[union-attr]
+            target = field.target_field if field.is_relation else field
             params.append(target.get_db_prep_value(value, conn))
         return params
 

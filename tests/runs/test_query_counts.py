@@ -8,7 +8,7 @@ from runs.domain.services import run_start, steering_submit
 from runs.runtime.dispatch import drain
 
 # One run of a one-gate agent: start, advance to the gate, approve, advance to the end.
-CYCLE_CEILING = 48  # 46 today on SQLite and PostgreSQL (savepoints not counted; the two callers resolved included)
+CYCLE_CEILING = 40  # 39 today on SQLite, 32 on PostgreSQL (savepoints not counted; the two callers resolved included)
 
 
 def cycle(people) -> None:

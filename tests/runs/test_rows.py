@@ -1,0 +1,66 @@
+"""The hot path's written-out statements read and write what the ORM would."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from runs.domain.audit import AuditImmutable
+from runs.domain.rows import RUNS, TOOL_CALLS
+from runs.models import Run, RunStatus, ToolCall, ToolCallOutcome
+
+
+@pytest.fixture
+def run(people):
+    alice = people.caller("alice")
+    return RUNS.insert(
+        Run(tenant=alice.tenant, owner=alice.user, session="s", agent_id="deploy", goal="ship", checkpoint={"step": 0})
+    )
+
+
+def test_a_row_inserted_and_locked_reads_back_as_the_orm_reads_it(run):
+    with transaction.atomic():
+        locked = RUNS.lock(pk=run.pk)
+    orm = Run.objects.get(pk=run.pk)
+    assert locked is not None
+    for field in Run._meta.concrete_fields:
+        assert getattr(locked, field.attname) == getattr(orm, field.attname), field.name
+    assert locked.created_at.tzinfo is not None  # datetimes come back aware, JSON as objects
+    assert locked.checkpoint == {"step": 0} and locked.steering_pending is False
+    assert locked.owner.username == "alice"  # the owner comes along with the row
+
+
+def test_a_lock_by_a_foreign_tenant_finds_nothing(run, people):
+    with transaction.atomic():
+        assert RUNS.lock(pk=run.pk, tenant=people.globex) is None
+
+
+def test_an_update_writes_the_named_fields_and_the_auto_now_ones(run):
+    before = Run.objects.get(pk=run.pk).updated_at
+    run.checkpoint, run.goal = {"step": 3, "history": [{"a": 1}]}, "not written"
+    RUNS.update(run, ["checkpoint"])
+    stored = Run.objects.get(pk=run.pk)
+    assert stored.checkpoint == {"step": 3, "history": [{"a": 1}]}
+    assert stored.goal == "ship" and stored.updated_at >= before
+
+
+def test_a_claim_updates_and_returns_only_a_row_that_still_matches(run):
+    with transaction.atomic():
+        claimed = RUNS.update_returning("id = %s AND status = %s", [run.pk, RunStatus.PENDING], lease_owner="w1")
+        again = RUNS.update_returning("id = %s AND lease_owner = %s", [run.pk, ""], lease_owner="w2")
+    assert claimed is not None and claimed.lease_owner == "w1" and claimed.owner.username == "alice"
+    assert again is None
+    assert Run.objects.get(pk=run.pk).lease_owner == "w1"
+
+
+def test_an_append_only_row_is_inserted_with_its_key_and_settled_once_only(run):
+    call = TOOL_CALLS.insert(
+        ToolCall(tenant_id=run.tenant_id, run=run, step=0, attempt=1, tool="t", worker="w", idempotency_key="k")
+    )
+    assert call.pk is not None and ToolCall.objects.get(pk=call.pk).outcome == ToolCallOutcome.RUNNING
+    settle = {"outcome": ToolCallOutcome.COMPLETED, "finished_at": timezone.now() + timedelta(seconds=1)}
+    assert TOOL_CALLS.update_where({"pk": call.pk, "outcome": ToolCallOutcome.RUNNING}, **settle) == 1
+    assert TOOL_CALLS.update_where({"pk": call.pk, "outcome": ToolCallOutcome.RUNNING}, **settle) == 0
+    with pytest.raises(AuditImmutable):
+        TOOL_CALLS.update(call)
