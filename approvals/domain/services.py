@@ -229,14 +229,15 @@ def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None, p
             raise InvalidRequest("token must be a non-empty string")
         # Only this run's pauses are locked (its run lock is held): locking another run's
         # pause here would break the lock order (run, then pause) and could deadlock.
-        found = Pause.objects.filter(token_digest=token_digest(token)).values("pk", "tenant_id", "run_id").first()
-        if found is None or found["tenant_id"] != caller.tenant.pk or found["run_id"] != run.pk:
-            # Wrong, foreign and unknown tokens are refused alike, and audited.
-            same_tenant = found is not None and found["tenant_id"] == caller.tenant.pk
-            _refuse(caller, method, Pause.objects.get(pk=found["pk"]) if found and same_tenant else None, "not_found")
-            raise NotFound(NO_OPEN_PAUSE)
-        pause = Pause.objects.select_for_update(no_key=True).get(pk=found["pk"])
-        return pause
+        digest = token_digest(token)
+        pause = PAUSES.lock(token_digest=digest, run=run)
+        if pause is not None:
+            pause.run = run
+            return pause
+        # Wrong, foreign and unknown tokens are refused alike, and audited.
+        found = Pause.objects.filter(token_digest=digest, tenant=caller.tenant).first()
+        _refuse(caller, method, found, "not_found")
+        raise NotFound(NO_OPEN_PAUSE)
     pause = PAUSES.lock("-created_at", run=run, state=PauseState.PAUSED)
     if pause is not None:
         pause.run = run  # as the related manager would: the run is already at hand, locked
