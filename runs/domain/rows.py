@@ -48,24 +48,37 @@ class Rows(Generic[M]):
             if returning:
                 row.pk = cursor.fetchone()[0]
         row._state.adding, row._state.db = False, conn.alias
+        _stored(row).update(
+            (field.attname, _kept(field, getattr(row, field.attname), value))
+            for field, value in zip(fields, values, strict=True)
+        )
         return row
 
     def update(self, row: M, names: Iterable[str] | None = None) -> None:
-        """Write the row's fields by primary key (all, or the named ones and any auto_now)."""
+        """Write the row's fields by primary key: the named ones, or those that differ from
+        what this row last read or wrote (all, for a row these statements did not read);
+        auto_now fields with them. Columns left alone keep their indexes untouched."""
         if issubclass(self.model, AppendOnlyModel):
             raise AuditImmutable(f"{self.model.__name__} rows are append-only")
-        wanted = set(names) if names is not None else None
-        fields = [
-            field
-            for field in self.fields
-            if not field.primary_key and (wanted is None or field.name in wanted or getattr(field, "auto_now", False))
-        ]
         conn = transaction.get_connection()
-        values = [field.get_db_prep_save(field.pre_save(row, False), conn) for field in fields]
-        key = ("update", conn.vendor, tuple(field.column for field in fields))
-        sql = self._cached(key, lambda: self._update_sql(conn, fields))
+        wanted = set(names) if names is not None else None
+        stored = _stored(row)
+        writes = []
+        for field in self.fields:
+            if field.primary_key or not (wanted is None or field.name in wanted or _auto_now(field)):
+                continue
+            python = field.pre_save(row, False)
+            value = field.get_db_prep_save(python, conn)
+            kept = _kept(field, python, value)
+            if wanted is not None or _auto_now(field) or stored.get(field.attname, _UNKNOWN) != kept:
+                writes.append((field, value, kept))
+        if all(_auto_now(field) for field, _, _ in writes):
+            return  # nothing of the row changed
+        key = ("update", conn.vendor, tuple(field.column for field, _, _ in writes))
+        sql = self._cached(key, lambda: self._update_sql(conn, [field for field, _, _ in writes]))
         with conn.cursor() as cursor:
-            cursor.execute(sql, [*values, self.meta.pk.get_db_prep_value(row.pk, conn)])
+            cursor.execute(sql, [*(value for _, value, _ in writes), self.meta.pk.get_db_prep_value(row.pk, conn)])
+        stored.update((field.attname, kept) for field, _, kept in writes)
 
     def update_where(self, where: dict[str, object], **values: object) -> int:
         """UPDATE ... WHERE (equalities): the row count decides a guarded transition. The one
@@ -106,11 +119,15 @@ class Rows(Generic[M]):
         return None if found is None else self._row(conn, found)
 
     def _row(self, conn: BaseDatabaseWrapper, found: tuple) -> M:
-        values = list(found[: len(self.fields)])
+        raw = found[: len(self.fields)]
+        values = list(raw)
         for index, (converters, expression) in enumerate(self._converters(conn)):
             for convert in converters:
                 values[index] = convert(values[index], expression, conn)
         row = self.model.from_db(conn.alias, self.attnames, values)
+        row.__dict__[_STORED] = {
+            field.attname: _kept(field, python, db) for field, python, db in zip(self.fields, values, raw, strict=True)
+        }
         if self.owner:
             user_model = get_user_model()
             row._state.fields_cache["owner"] = user_model.from_db(conn.alias, ["id", "username"], found[-2:])
@@ -201,6 +218,24 @@ class Rows(Generic[M]):
         if sql is None:
             sql = self._sql[key] = build()
         return sql
+
+
+_STORED = "_rows_stored"  # on an instance: its columns as last read or written (see _kept)
+_UNKNOWN = object()
+
+
+def _stored(row: models.Model) -> dict[str, object]:
+    return row.__dict__.setdefault(_STORED, {})
+
+
+def _kept(field: models.Field, python: object, db: object) -> object:
+    """What a column's last known value is compared by: its Python value, or for JSON (a
+    mutable object, possibly changed in place) the text the database holds."""
+    return db if isinstance(field, models.JSONField) else python
+
+
+def _auto_now(field: models.Field) -> bool:
+    return bool(getattr(field, "auto_now", False))
 
 
 RUNS = Rows(Run, owner=True)

@@ -64,3 +64,16 @@ def test_an_append_only_row_is_inserted_with_its_key_and_settled_once_only(run):
     assert TOOL_CALLS.update_where({"pk": call.pk, "outcome": ToolCallOutcome.RUNNING}, **settle) == 0
     with pytest.raises(AuditImmutable):
         TOOL_CALLS.update(call)
+
+
+def test_an_update_of_a_row_read_here_writes_only_what_changed(run):
+    with transaction.atomic():
+        locked = RUNS.lock(pk=run.pk)
+        assert locked is not None
+        Run.objects.filter(pk=run.pk).update(steering_pending=True, goal="set elsewhere")
+        locked.status = RunStatus.RUNNING
+        locked.checkpoint["step"] = 5  # changed in place: still seen, and written
+        RUNS.update(locked)
+    stored = Run.objects.get(pk=run.pk)
+    assert stored.status == RunStatus.RUNNING and stored.checkpoint == {"step": 5}
+    assert stored.steering_pending is True and stored.goal == "set elsewhere"  # left alone
