@@ -138,9 +138,9 @@ else:
         "max_size": int(os.environ.get("HARBOR_DB_POOL_MAX", "20")),
         "timeout": float(os.environ.get("HARBOR_DB_POOL_TIMEOUT", "10")),
     }
-    # Parameters bound by the server, and a statement run twice on a connection is prepared:
-    # the run loop's few statements are then planned once per connection, not on every step.
-    DATABASES["default"]["OPTIONS"].update(server_side_binding=True, prepare_threshold=2)
+    # Parameters bound by the server, so the run loop's few statements can be prepared and
+    # planned once per connection (runs.domain.rows.prepared_cursor); nothing else is.
+    DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -20,6 +20,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from runs.domain.event_types import Envelope, EventPayload
+from runs.domain.rows import prepared_cursor
 from runs.models import Event, Run, Tenant
 
 if TYPE_CHECKING:  # approvals.models imports runs.models; the annotation needs no import at runtime
@@ -187,7 +188,7 @@ def _insert(conn: BaseDatabaseWrapper, events: list[Event], *, bump_tenant: int 
         bump = f"UPDATE {Tenant._meta.db_table} SET event_sequence = event_sequence + %s WHERE id = %s"
         sql = f"WITH bump AS ({bump} RETURNING event_sequence) {sql} RETURNING sequence"
         params = [len(events), bump_tenant, *params]
-    with conn.cursor() as cursor:
+    with prepared_cursor(conn) as cursor:
         cursor.execute(sql, params)
         return max(sequence for (sequence,) in cursor.fetchall()) if numbered else 0
 
@@ -221,7 +222,7 @@ def _next_sequence(conn: BaseDatabaseWrapper, tenant_id: int, count: int) -> int
     UPDATE of a non-key column takes a "no key" row lock: rows that merely point at the
     tenant (runs, pauses, events) still insert."""
     table = Tenant._meta.db_table
-    with conn.cursor() as cursor:
+    with prepared_cursor(conn) as cursor:
         cursor.execute(
             f"UPDATE {table} SET event_sequence = event_sequence + %s WHERE id = %s RETURNING event_sequence",
             [count, tenant_id],

@@ -5,7 +5,8 @@ per step, and the ORM's compilation costs ten times the statement (0.3-0.6 ms ag
 own conversions, both ways."""
 
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 from django.contrib.auth import get_user_model
@@ -17,6 +18,26 @@ from runs.domain.audit import AppendOnlyModel, AuditImmutable
 from runs.models import Run, SteeringInstruction, ToolCall
 
 M = TypeVar("M", bound=models.Model)
+
+
+@contextmanager
+def prepared_cursor(conn: BaseDatabaseWrapper) -> Iterator[Any]:
+    """A cursor whose statements PostgreSQL prepares: planned once per connection, then on a
+    generic plan. Only the hot path's fixed, selective statements run through one; nothing
+    else is prepared, since a generic plan over skewed history (the inbox's keyset pages)
+    can be a poor one. Elsewhere a plain cursor."""
+    with conn.cursor() as cursor:
+        if conn.vendor != "postgresql":
+            yield cursor
+            return
+        raw = conn.connection
+        raw.prepare_threshold = 0  # prepare at the first execution
+        try:
+            yield cursor
+        finally:
+            raw.prepare_threshold = None  # Django's default: prepare nothing
+
+
 Converter = tuple[list[Any], Col]  # a column's converters and the expression they are given
 
 
@@ -43,7 +64,7 @@ class Rows(Generic[M]):
         fields = [field for field in self.fields if not (returning and field.primary_key)]
         values = [field.get_db_prep_save(field.pre_save(row, True), conn) for field in fields]
         sql = self._cached(("insert", conn.vendor, returning), lambda: self._insert_sql(conn, fields, returning))
-        with conn.cursor() as cursor:
+        with prepared_cursor(conn) as cursor:
             cursor.execute(sql, values)
             if returning:
                 row.pk = cursor.fetchone()[0]
@@ -76,7 +97,7 @@ class Rows(Generic[M]):
             return  # nothing of the row changed
         key = ("update", conn.vendor, tuple(field.column for field, _, _ in writes))
         sql = self._cached(key, lambda: self._update_sql(conn, [field for field, _, _ in writes]))
-        with conn.cursor() as cursor:
+        with prepared_cursor(conn) as cursor:
             cursor.execute(sql, [*(value for _, value, _ in writes), self.meta.pk.get_db_prep_value(row.pk, conn)])
         stored.update((field.attname, kept) for field, _, kept in writes)
 
@@ -88,7 +109,7 @@ class Rows(Generic[M]):
         params = self._prepared(conn, fields, values.values())
         key = ("update_where", conn.vendor, tuple(values), tuple(where))
         sql = self._cached(key, lambda: self._update_where_sql(conn, fields, list(where)))
-        with conn.cursor() as cursor:
+        with prepared_cursor(conn) as cursor:
             cursor.execute(sql, [*params, *self._where_params(conn, where)])
             return cursor.rowcount
 
@@ -102,7 +123,7 @@ class Rows(Generic[M]):
         fields = [self._field(name) for name in values]
         key = ("update_returning", conn.vendor, tuple(values), condition)
         sql = self._cached(key, lambda: self._update_returning_sql(conn, fields, condition))
-        with conn.cursor() as cursor:
+        with prepared_cursor(conn) as cursor:
             cursor.execute(sql, [*self._prepared(conn, fields, values.values()), *params])
             found = cursor.fetchone()
         return None if found is None else self._row(conn, found)
@@ -113,7 +134,7 @@ class Rows(Generic[M]):
         conn = transaction.get_connection()
         key = ("select", conn.vendor, tuple(where), order)
         sql = self._cached(key, lambda: self._select_sql(conn, list(where), order))
-        with conn.cursor() as cursor:
+        with prepared_cursor(conn) as cursor:
             cursor.execute(sql, self._where_params(conn, where))
             found = cursor.fetchone()
         return None if found is None else self._row(conn, found)

@@ -10,6 +10,7 @@ from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from approvals.models import DecisionRefusal
+from runs.domain.rows import prepared_cursor
 from runs.identity.callers import Caller
 from runs.models import DECISION_INSTRUCTIONS
 
@@ -39,7 +40,7 @@ class DecisionRefusalThrottle(BaseThrottle):
         per_address = getattr(settings, "HARBOR_REFUSALS_PER_ADDRESS", 100)
         self.wait_seconds = int(window.total_seconds())
         since = connection.ops.adapt_datetimefield_value(timezone.now() - window)
-        with connection.cursor() as cursor:
+        with prepared_cursor(connection) as cursor:
             cursor.execute(_COUNTS, [caller.address, since, caller.tenant.slug, caller.user.username, caller.address])
             counts = cursor.fetchall()
         me = (caller.tenant.slug, caller.user.username)

@@ -19,6 +19,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from approvals.domain.services import pause_sweep_overdue
+from runs.domain.rows import prepared_cursor
 from runs.models import Run
 
 from . import handles, loop
@@ -57,7 +58,7 @@ def _ready_ids() -> list[str]:
     every worker. The cap is soft: workers claiming at the same instant may overshoot it by
     one each."""
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_READY, [*READY, now, now, settings.HARBOR_TENANT_MAX_RUNNING])
         return [pk for (pk,) in cursor.fetchall()]
 
