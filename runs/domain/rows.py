@@ -113,11 +113,9 @@ class Rows(Generic[M]):
             cursor.execute(sql, [*params, *self._where_params(conn, where)])
             return cursor.rowcount
 
-    # statements
-
     def update_returning(self, condition: str, params: list[object], **values: object) -> M | None:
         """UPDATE the row matching `condition` (SQL over this table's columns, `%s` for
-        `params`) and read it back as `get` would, in one statement: a guarded claim that
+        `params`) and read it back as `lock` would, in one statement: a guarded claim that
         locks, re-checks and writes at once. None when no row matched."""
         conn = transaction.get_connection()
         fields = [self._field(name) for name in values]
