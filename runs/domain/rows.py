@@ -31,11 +31,11 @@ def prepared_cursor(conn: BaseDatabaseWrapper) -> Iterator[Any]:
             yield cursor
             return
         raw = conn.connection
-        raw.prepare_threshold = 0  # prepare at the first execution
+        others, raw.prepare_threshold = raw.prepare_threshold, 0  # prepare at the first execution
         try:
             yield cursor
         finally:
-            raw.prepare_threshold = None  # Django's default: prepare nothing
+            raw.prepare_threshold = others  # Django's default: None, prepare nothing
 
 
 Converter = tuple[list[Any], Col]  # a column's converters and the expression they are given

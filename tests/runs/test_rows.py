@@ -3,12 +3,13 @@
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from runs.domain.audit import AuditImmutable
 from runs.domain.rows import RUNS, TOOL_CALLS
 from runs.models import Run, RunStatus, ToolCall, ToolCallOutcome
+from tests.conftest import requires_postgres
 
 
 @pytest.fixture
@@ -77,3 +78,25 @@ def test_an_update_of_a_row_read_here_writes_only_what_changed(run):
     stored = Run.objects.get(pk=run.pk)
     assert stored.status == RunStatus.RUNNING and stored.checkpoint == {"step": 5}
     assert stored.steering_pending is True and stored.goal == "set elsewhere"  # left alone
+
+
+@requires_postgres
+def test_postgresql_prepares_the_loops_statements_and_nothing_else(people, probe):
+    """A generic plan suits the loop's fixed, selective statements; for the inbox's pages
+    over a skewed history it can be a poor one, so those are never prepared."""
+    from django.test import Client
+
+    from tests.runs.test_query_counts import cycle
+
+    cycle(people)
+    client = Client()
+    client.login(username="bob", password="bob-password")
+    for _ in range(3):  # more than any automatic preparation threshold
+        assert client.get("/inbox/").status_code == 200
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [" ".join(statement.split()) for (statement,) in cursor.fetchall()]
+    assert any("FOR NO KEY UPDATE" in statement for statement in prepared)  # the run lock
+    for statement in prepared:
+        reads = statement.startswith("SELECT")
+        assert not reads or "FOR NO KEY UPDATE" in statement or "HAVING COUNT" in statement, statement
