@@ -89,6 +89,9 @@ class Rows(Generic[M]):
             if field.primary_key or not (wanted is None or field.name in wanted or _auto_now(field)):
                 continue
             python = field.pre_save(row, False)
+            if wanted is None and not _auto_now(field) and not isinstance(field, models.JSONField):
+                if stored.get(field.attname, _UNKNOWN) == python:
+                    continue  # unchanged, and no conversion needed to tell
             value = field.get_db_prep_save(python, conn)
             kept = _kept(field, python, value)
             if wanted is not None or _auto_now(field) or stored.get(field.attname, _UNKNOWN) != kept:
