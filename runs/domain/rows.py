@@ -21,21 +21,27 @@ M = TypeVar("M", bound=models.Model)
 
 
 @contextmanager
+def prepared(conn: BaseDatabaseWrapper) -> Iterator[None]:
+    """PostgreSQL prepares the statements run inside: each is planned once per connection,
+    then runs on a generic plan. Only fixed, selective statements of the hot path go through
+    here; nothing else is prepared, since a generic plan over skewed history (the inbox's
+    keyset pages) can be a poor one."""
+    if conn.vendor != "postgresql":
+        yield
+        return
+    conn.ensure_connection()
+    raw = conn.connection
+    others, raw.prepare_threshold = raw.prepare_threshold, 0  # prepare at the first execution
+    try:
+        yield
+    finally:
+        raw.prepare_threshold = others  # Django's default: None, prepare nothing
+
+
+@contextmanager
 def prepared_cursor(conn: BaseDatabaseWrapper) -> Iterator[Any]:
-    """A cursor whose statements PostgreSQL prepares: planned once per connection, then on a
-    generic plan. Only the hot path's fixed, selective statements run through one; nothing
-    else is prepared, since a generic plan over skewed history (the inbox's keyset pages)
-    can be a poor one. Elsewhere a plain cursor."""
-    with conn.cursor() as cursor:
-        if conn.vendor != "postgresql":
-            yield cursor
-            return
-        raw = conn.connection
-        others, raw.prepare_threshold = raw.prepare_threshold, 0  # prepare at the first execution
-        try:
-            yield cursor
-        finally:
-            raw.prepare_threshold = others  # Django's default: None, prepare nothing
+    with conn.cursor() as cursor, prepared(conn):
+        yield cursor
 
 
 Converter = tuple[list[Any], Col]  # a column's converters and the expression they are given

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.http import HttpRequest
 
 from runs.domain.errors import AuthRejected, IdentityRequired
+from runs.domain.rows import prepared
 from runs.identity.names import NAMESPACE_SEPARATOR, name_normalise
 from runs.identity.permissions import membership_grant
 from runs.models import Membership, Role, Tenant
@@ -99,7 +100,9 @@ def caller_resolve(
         .filter(tenant__slug=tenant, user__username=username, user__is_active=True)
         .order_by()[:1]
     )
-    for found in membership:
+    with prepared(connection):  # every request's first statement: planned once per connection
+        found = next(iter(membership), None)
+    if found is not None:
         caller = Caller(tenant=found.tenant, user=found.user, **identity)
         caller.__dict__["role"] = found.role  # the cached_property's own slot
         return caller
