@@ -22,7 +22,6 @@ from runs.models import Run, RunStatus
 log = logging.getLogger("harbor.runtime")
 
 READY = (RunStatus.PENDING, RunStatus.RUNNING)
-LEASE_FIELDS = ("lease_owner", "lease_expires_at")
 
 
 class LeaseLost(Exception):
@@ -97,7 +96,7 @@ class Lease:
             raise LeaseLost(self.run_id)
         if run.lease_expires_at - now < lease_length() / 2:
             run.lease_expires_at = now + lease_length()
-            RUNS.update(run, LEASE_FIELDS)
+            RUNS.update(run, ["lease_expires_at"])
         return run
 
     def release(self) -> None:
