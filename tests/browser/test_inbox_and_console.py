@@ -15,13 +15,14 @@ pytestmark = pytest.mark.browser
 LIVE = 20_000  # ms: how long a live update may take to show
 
 
-def sign_in(browser, live_harbor, username: str) -> Page:
+def sign_in(browser, live_harbor, username: str, password: str | None = None) -> Page:
+    """Sign in through the page: a demo login's password, unless given."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_harbor.url)
     context.set_default_timeout(LIVE)
     page = context.new_page()
     page.goto("/login/")
     page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(live_harbor.logins[username])
+    page.get_by_label("Password").fill(password or live_harbor.logins[username])
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(re.compile(r"/(inbox|console)/"))
     return page

@@ -4,15 +4,14 @@ live: a new pause arrives on top, a pause on the appended page decided elsewhere
 A tenant of its own, so the other browser tests' inboxes stay as they expect."""
 
 import json
-import re
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 
 from approvals.web.views import INBOX_PAGE_SIZE
 
-from .test_inbox_and_console import LIVE, no_reload_marker
+from .test_inbox_and_console import no_reload_marker, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -84,21 +83,9 @@ def _service(live_harbor, user: str, statement: str) -> str:
     return out.strip().splitlines()[-1] if out.strip() else ""
 
 
-def sign_in(browser, live_harbor, username: str) -> Page:
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_harbor.url)
-    context.set_default_timeout(LIVE)
-    page = context.new_page()
-    page.goto("/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(f"{username}-password")
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(re.compile(r"/inbox/"))
-    return page
-
-
 def test_an_appended_older_page_stays_live(browser, live_harbor):
     live_harbor.manage("shell", "-c", SETUP)
-    ivy = sign_in(browser, live_harbor, "ivy")
+    ivy = sign_in(browser, live_harbor, "ivy", "ivy-password")
     cards = ivy.locator("[data-cards] article[data-pause]")
     expect(cards).to_have_count(INBOX_PAGE_SIZE)
     expect(ivy.locator("[data-open-count]")).to_have_text("30")
