@@ -23,7 +23,7 @@ from runs.domain.rows import prepared_cursor
 from runs.models import Run
 
 from . import handles, loop
-from .lease import READY, claimable
+from .lease import CLAIMABLE_SQL, READY, claimable
 from .wake import register, wake_now
 
 log = logging.getLogger("harbor.runtime")
@@ -44,7 +44,7 @@ def drain(*, limit: int | None = None) -> int:
 # drain): ready runs in dispatch order, leaving out tenants already at their share of workers.
 _READY = f"""
     SELECT id FROM {Run._meta.db_table}
-    WHERE status IN (%s, %s) AND (lease_owner = '' OR lease_expires_at < %s)
+    WHERE {CLAIMABLE_SQL}
       AND tenant_id NOT IN (
         SELECT tenant_id FROM {Run._meta.db_table}
         WHERE NOT (lease_owner = '') AND lease_expires_at >= %s

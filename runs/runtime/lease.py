@@ -23,6 +23,11 @@ log = logging.getLogger("harbor.runtime")
 
 READY = (RunStatus.PENDING, RunStatus.RUNNING)
 
+# claimable()'s rule in SQL, for the statements written out: the claim's UPDATE (on one
+# run, under its row lock) and the dispatcher's look. Parameters: READY, then the time.
+CLAIMABLE_SQL = "status IN (%s, %s) AND (lease_owner = '' OR lease_expires_at < %s)"
+_CLAIMABLE = f"id = %s AND {CLAIMABLE_SQL}"
+
 
 class LeaseLost(Exception):
     """This worker no longer holds the run: another worker (or nobody) does."""
@@ -112,10 +117,6 @@ class Lease:
             yield
         finally:
             _keeper.drop(self)
-
-
-# claimable()'s rule on one run, as the claim's UPDATE checks it under the row lock.
-_CLAIMABLE = "id = %s AND status IN (%s, %s) AND (lease_owner = '' OR lease_expires_at < %s)"
 
 
 class _Keeper:
