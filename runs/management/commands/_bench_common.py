@@ -1,7 +1,16 @@
-"""Small helpers every benchmark module shares: percentiles, a free port, stopping a server."""
+"""Small helpers every benchmark module shares: percentiles, a free port, starting and
+stopping a Daphne."""
 
 import socket
 import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -22,3 +31,23 @@ def stop(process: subprocess.Popen, timeout: float = 20) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def start_daphne(application: str, port: int, log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Daphne serving `application` on 127.0.0.1:`port`, its output in `log`, once it
+    answers /healthz (within 60 s)."""
+    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), application]
+    with open(log, "w") as out:
+        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        if server.poll() is not None:
+            raise RuntimeError(f"daphne exited; its log: {log}")
+        time.sleep(0.2)
+    stop(server)
+    raise RuntimeError(f"daphne did not answer /healthz in 60 s; its log: {log}")

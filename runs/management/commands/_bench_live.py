@@ -16,12 +16,11 @@ import base64
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import httpx
@@ -31,7 +30,7 @@ from django.test import Client
 from runs.identity.permissions import membership_grant
 from runs.models import Membership, Role, Tenant
 
-from ._bench_common import free_port, percentile, stop
+from ._bench_common import free_port, percentile, start_daphne, stop
 
 CONNECTS_IN_FLIGHT = 20  # Daphne drops a socket its application has not accepted in 5 s
 PAUSE_MARK = b'"pause.requested"'
@@ -198,25 +197,6 @@ class LiveBench:
         self.sockets = []
 
 
-def _start_daphne(port: int) -> tuple[subprocess.Popen, str]:
-    server = "runs.management.commands._bench_live_server:application"
-    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), server]
-    log = tempfile.NamedTemporaryFile("w+", prefix="bench-live-daphne-", suffix=".log", delete=False)
-    daphne = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return daphne, log.name
-        except httpx.TransportError:
-            pass
-        if daphne.poll() is not None:
-            raise RuntimeError(f"daphne exited; its log: {log.name}")
-        time.sleep(0.2)
-    daphne.kill()
-    raise RuntimeError("daphne did not answer /healthz in 60 s")
-
-
 class Output(Protocol):
     def write(self, text: str) -> object: ...
     def flush(self) -> object: ...
@@ -234,7 +214,8 @@ def run_live_bench(
 
     cookies = session_cookies(max([1, *sizes]))
     port = port or free_port()
-    daphne, log = _start_daphne(port)
+    log = tempfile.NamedTemporaryFile(prefix="bench-live-daphne-", suffix=".log", delete=False).name
+    daphne = start_daphne("runs.management.commands._bench_live_server:application", port, Path(log))
     try:
         asyncio.run(_measure(LiveBench(port, out, log), cookies, sizes, pauses, fanouts, daphne.pid, layer))
     finally:

@@ -36,9 +36,8 @@ from runs.runtime.planner import CallTool, Decision, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool, ToolContext
 
-from ._bench_common import free_port, percentile, stop
+from ._bench_common import ROOT, free_port, percentile, start_daphne, stop
 
-ROOT = Path(__file__).resolve().parents[3]
 AGENT = "bench_wake"
 Write = Callable[[str], None]
 
@@ -182,21 +181,6 @@ def _token(caller: Caller, scratch: Path) -> tuple[str, dict[str, str]]:
     }
 
 
-def _daphne(port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "harbor_site.asgi:application"]
-    out = open(log, "w")
-    server = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    out.close()
-    return server
-
-
-def _server_ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def http_rows(
     write: Write, caller: Caller, approvals: int, scratch: Path, port: int, concurrency: int, pool: str
 ) -> None:
@@ -210,7 +194,7 @@ def http_rows(
         "HARBOR_STATIC_ROOT": str(scratch / "static"),
     }
     url = f"http://127.0.0.1:{port}"
-    processes = [_daphne(port, env, scratch / "bench-daphne.log")]
+    processes = [start_daphne("harbor_site.asgi:application", port, scratch / "bench-daphne.log", env)]
     if production:
         from runs.tasks import dispatch as dispatch_task
 
@@ -218,7 +202,6 @@ def http_rows(
         worker, node = _celery_worker(scratch / "bench-worker.log", concurrency, pool)
         processes.append(worker)
     try:
-        _wait(lambda: _server_ready(url), "Daphne", timeout=60)
         if production:
             _wait(lambda: bool(dispatch_task.app.control.ping(destination=[node], timeout=0.5)), "the worker")
         ids = _paused_runs(caller, approvals + 3, "deploy", "deploy build 42 to staging", dispatch.drain)
