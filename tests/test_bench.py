@@ -13,3 +13,12 @@ def test_the_benchmark_prints_its_table(people_tx):
     text = out.getvalue()
     for row in ("pause + decide cycles/s", "SQL statements per cycle", "approve service call", "pause.list page"):
         assert row in text, text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_http_rows_hold_streams_open_against_a_real_daphne(people_tx):
+    out = StringIO()
+    call_command("harbor_bench", "--latency-only", "--http", "--approvals", "2", stdout=out)
+    text = out.getvalue()
+    assert "POST /v1/control/approve round trip" in text, text
+    assert "200 idle GET /v1/events streams on one Daphne: threads" in text, text

@@ -36,9 +36,11 @@ from runs.runtime.planner import CallTool, Decision, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool, ToolContext
 
+from . import _bench_streams as streams
 from ._bench_common import ROOT, free_port, percentile, start_daphne, stop
 
 AGENT = "bench_wake"
+STREAMS = 200  # idle GET /v1/events streams held open against the same Daphne
 Write = Callable[[str], None]
 
 
@@ -119,9 +121,18 @@ def _approve_to_start(caller: Caller, ids: list[str]) -> list[float]:
 # --- approve committed → the gated tool starts ------------------------------------------------------
 
 
+def _this_database() -> dict[str, str]:
+    """The environment that points a child process at the database this one uses (under
+    the tests, their test database rather than the configured one)."""
+    name = str(connection.settings_dict["NAME"])
+    if connection.vendor == "sqlite":
+        return {"HARBOR_SQLITE_PATH": name}
+    return {"DATABASE_URL": f"{os.environ['DATABASE_URL'].rsplit('/', 1)[0]}/{name}"}
+
+
 def _celery_worker(log: Path, concurrency: int, pool: str = "prefork") -> tuple[subprocess.Popen, str]:
     node = f"bench-{os.getpid()}@localhost"
-    env = {**os.environ, "HARBOR_EXECUTOR": "celery"}
+    env = {**os.environ, **_this_database(), "HARBOR_EXECUTOR": "celery"}
     argv = [sys.executable, "-m", "celery", "-A", "harbor_site", "worker", "--loglevel", "WARNING"]
     argv += ["--pool", pool, "--concurrency", str(concurrency), "--without-gossip", "--without-mingle", "-n", node]
     argv += ["--include", __name__]
@@ -188,11 +199,14 @@ def http_rows(
     production = connection.vendor != "sqlite"
     env = {
         **os.environ,
+        **_this_database(),
         **key_env,
         "HARBOR_EXECUTOR": "celery" if production else "thread",
         "HARBOR_HTTPS": "0",
         "HARBOR_STATIC_ROOT": str(scratch / "static"),
     }
+    if production:
+        env["DATABASE_URL"] = streams.named_database_url(env["DATABASE_URL"])
     url = f"http://127.0.0.1:{port}"
     processes = [start_daphne("harbor_site.asgi:application", port, scratch / "bench-daphne.log", env)]
     if production:
@@ -227,6 +241,8 @@ def http_rows(
                     lambda: Run.objects.filter(pk=run_id, status=RunStatus.COMPLETE).exists(),
                     "the approved run to finish",
                 )
+        idle = streams.idle_after()
+        held = streams.idle_streams_row(url, {"Authorization": f"Bearer {token}"}, processes[0].pid, STREAMS)
     finally:
         for process in processes:
             stop(process)
@@ -241,6 +257,9 @@ def http_rows(
         for run_id, started in opened.values_list("run_id", "started_at")
     ]
     write(f"    … the same approvals: decided → gated tool call opened ({executor}) {_figures(woke)}")
+    if idle is not None:
+        write(f"  idle PostgreSQL connections the Daphne keeps after that sequential client: {idle}")
+    write(held)
 
 
 # --- the command's side -------------------------------------------------------------------

@@ -13,7 +13,7 @@ import time
 from argparse import ArgumentParser
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -60,7 +60,13 @@ def _ours_cycle(caller: Caller) -> None:
     drain()
 
 
-def _langgraph(database: str) -> tuple[Callable[[int], None], Callable[[], None]] | None:
+class _LangGraph(NamedTuple):
+    cycle: Callable[[int], None]
+    statements: Callable[[], int]  # what one cycle sends to the database
+    close: Callable[[], None]
+
+
+def _langgraph(database: str) -> _LangGraph | None:
     """A one-interrupt LangGraph graph on a checkpointer of the same database kind."""
     try:
         from typing import TypedDict
@@ -80,6 +86,7 @@ def _langgraph(database: str) -> tuple[Callable[[int], None], Callable[[], None]
     builder.add_node("gate", gate)
     builder.add_edge(START, "gate")
     builder.add_edge("gate", END)
+    sent = [0]
     if database == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -101,10 +108,44 @@ def _langgraph(database: str) -> tuple[Callable[[int], None], Callable[[], None]
         graph.invoke({"decision": ""}, config)
         graph.invoke(Command(resume="approve"), config)
 
+    def statements() -> int:
+        """Counted as ours are, BEGIN and COMMIT included: SQLite's trace sees every
+        statement; PostgreSQL's saver runs in autocommit, so its cursors see them all."""
+        sent[0] = 0
+        if database == "sqlite":
+            saver.conn.set_trace_callback(lambda sql: sent.__setitem__(0, sent[0] + 1))
+            try:
+                cycle(-1)
+            finally:
+                saver.conn.set_trace_callback(None)
+        else:
+            plain, saver.conn.cursor_factory = saver.conn.cursor_factory, _counting_cursor(sent)
+            try:
+                cycle(-1)
+            finally:
+                saver.conn.cursor_factory = plain
+        return sent[0]
+
     def close() -> None:
         context.__exit__(None, None, None)
 
-    return cycle, close
+    return _LangGraph(cycle, statements, close)
+
+
+def _counting_cursor(sent: list[int]) -> type:
+    import psycopg
+
+    class Counting(psycopg.Cursor):
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            sent[0] += 1
+            return super().execute(query, params, **kwargs)
+
+        def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
+            params_seq = list(params_seq)
+            sent[0] += len(params_seq)
+            super().executemany(query, params_seq, **kwargs)
+
+    return Counting
 
 
 def _rate(cycle: Callable[[int], None], count: int) -> float:
@@ -197,7 +238,7 @@ class Command(BaseCommand):
         for _ in range(rounds):  # alternate the two sides, round by round
             ours.append(_rate(lambda i: _ours_cycle(alice), cycles))
             if langgraph:
-                theirs.append(_rate(langgraph[0], cycles))
+                theirs.append(_rate(langgraph.cycle, cycles))
         with CaptureQueriesContext(connection) as queries:
             _ours_cycle(alice)
         statements = len([q for q in queries.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))])
@@ -218,12 +259,14 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"                                       LangGraph {_spread(theirs)}  (ours ÷ LangGraph = {ratio:.2f}×)"
             )
-            langgraph[1]()
         else:
             self.stdout.write(
                 "                                       LangGraph: not installed (pip install -e '.[bench]')"
             )
-        self.stdout.write(f"  SQL statements per cycle (no savepoints) ours {statements}")
+        theirs_sent = f"  LangGraph {langgraph.statements()}" if langgraph else ""
+        if langgraph:
+            langgraph.close()
+        self.stdout.write(f"  SQL statements per cycle (no savepoints) ours {statements}{theirs_sent}")
         self.stdout.write(
             f"  approve service call, p50 / p99 ms    ours {statistics.median(approve_ms):.1f} / "
             f"{percentile(approve_ms, 0.99):.1f}"

@@ -1,0 +1,92 @@
+"""What a Daphne holds while it waits (`harbor_bench --http`): the threads and database
+connections of 200 idle `GET /v1/events` streams, and the idle PostgreSQL connections one
+sequential client leaves behind. Read from outside: the server's thread count from
+/proc, its connections from pg_stat_activity by the application name it connects with."""
+
+import asyncio
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import httpx
+from django.db import connection
+
+APPLICATION_NAME = "harbor-bench-daphne"  # how the benchmark's Daphne names its connections
+
+
+def named_database_url(url: str) -> str:
+    """DATABASE_URL for the benchmark's Daphne, its connections named APPLICATION_NAME."""
+    return f"{url}{'&' if '?' in url else '?'}application_name={APPLICATION_NAME}"
+
+
+def threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no thread count for process {pid}")
+
+
+def server_connections(state: str | None = None) -> int | None:
+    """PostgreSQL connections the Daphne holds (in `state`, if given); None on SQLite."""
+    if connection.vendor != "postgresql":
+        return None
+    sql = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+    params = [APPLICATION_NAME]
+    if state is not None:
+        sql += " AND state = %s"
+        params.append(state)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.fetchone()[0])
+
+
+def idle_streams_row(url: str, headers: dict[str, str], pid: int, count: int) -> str:
+    """The row for `count` idle streams held open against the Daphne `pid` serving `url`."""
+    before, during = asyncio.run(_hold_streams(url, headers, pid, count))
+    row = f"  {count} idle GET /v1/events streams on one Daphne: threads {before.threads} → {during.threads}"
+    if before.connections is None or during.connections is None:
+        return row + "; database connections: none to count (SQLite)"
+    busy = during.connections - (during.idle or 0)
+    return row + f"; PostgreSQL connections {before.connections} → {during.connections} ({busy} busy)"
+
+
+class Held(NamedTuple):
+    threads: int
+    connections: int | None  # PostgreSQL's count; None on SQLite
+    idle: int | None  # of which idle (in the pool, not in a statement or transaction)
+
+
+async def _held(pid: int) -> Held:
+    return Held(
+        threads(pid), await asyncio.to_thread(_connections_now), await asyncio.to_thread(_connections_now, "idle")
+    )
+
+
+async def _hold_streams(url: str, headers: dict[str, str], pid: int, count: int) -> tuple[Held, Held]:
+    before = await _held(pid)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=30) as client:
+        requests = [client.build_request("GET", "/v1/events") for _ in range(count)]
+        streams = await asyncio.gather(*(client.send(request, stream=True) for request in requests))
+        try:
+            refused = [stream.status_code for stream in streams if stream.status_code != 200]
+            if refused:
+                raise RuntimeError(f"{len(refused)} streams refused: {sorted(set(refused))}")
+            await asyncio.sleep(2.0)  # settled: setup threads returned, nothing but idle streams left
+            during = await _held(pid)
+        finally:
+            await asyncio.gather(*(stream.aclose() for stream in streams))
+    return before, during
+
+
+def _connections_now(state: str | None = None) -> int | None:
+    try:
+        return server_connections(state)
+    finally:
+        connection.close()  # this thread's own connection, opened for the count
+
+
+def idle_after(seconds: float = 1.0) -> int | None:
+    """Idle connections the Daphne keeps once a client has stopped sending."""
+    time.sleep(seconds)
+    return server_connections(state="idle")
