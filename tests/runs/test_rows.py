@@ -71,13 +71,15 @@ def test_an_update_of_a_row_read_here_writes_only_what_changed(run):
     with transaction.atomic():
         locked = RUNS.lock(pk=run.pk)
         assert locked is not None
-        Run.objects.filter(pk=run.pk).update(steering_pending=True, goal="set elsewhere")
+        elsewhere = [{"role": "operator", "content": "set elsewhere"}]
+        Run.objects.filter(pk=run.pk).update(steering_pending=True, goal="set elsewhere", messages=elsewhere)
         locked.status = RunStatus.RUNNING
         locked.checkpoint["step"] = 5  # changed in place: still seen, and written
         RUNS.update(locked)
     stored = Run.objects.get(pk=run.pk)
     assert stored.status == RunStatus.RUNNING and stored.checkpoint == {"step": 5}
-    assert stored.steering_pending is True and stored.goal == "set elsewhere"  # left alone
+    # Left alone, JSON documents included (on PostgreSQL too, where jsonb reads back as objects).
+    assert stored.steering_pending is True and stored.goal == "set elsewhere" and stored.messages == elsewhere
 
 
 @requires_postgres
