@@ -87,7 +87,7 @@ class GatedProbe:
     """A test agent `probe`: calls `launch` (gated, editable) then finishes. Counts how
     often the gated body really ran."""
 
-    def __init__(self, deadline: timedelta | None = None) -> None:
+    def __init__(self, deadline: timedelta | None = None, *, inline: bool = False) -> None:
         self.calls: list[dict] = []
         self._lock = threading.Lock()
         probe = self
@@ -109,6 +109,7 @@ class GatedProbe:
                 description="test",
                 planner=Planner,
                 tools={"launch": Tool("launch", launch, approval="always", editable_args=True, deadline=deadline)},
+                planner_inline=inline,
             )
         )
 

@@ -147,7 +147,17 @@ def _boundary(lease: Lease, run: Run) -> Next:
         messages=list(run.messages),
         resumed=ctx.resumed,
     )
-    return Boundary(agent_id=run.agent_id, step=step, ctx=ctx, view=view)
+    boundary = Boundary(agent_id=run.agent_id, step=step, ctx=ctx, view=view)
+    agent = get_agent(run.agent_id)
+    if not agent.planner_inline:
+        return boundary
+    try:
+        decision = agent.planner().decide(view)
+    except Exception as error:  # as a crash of a planner asked outside: the run fails loudly
+        log.exception("run %s: its inline planner failed", run.pk)
+        run_fail(run, FailureCode.RUNTIME_ERROR, f"{type(error).__name__}: {error}")
+        return None
+    return _act(lease, run, boundary, decision)
 
 
 def _dispatch(lease: Lease, boundary: Boundary, decision: Decision) -> Next:
@@ -158,25 +168,28 @@ def _dispatch(lease: Lease, boundary: Boundary, decision: Decision) -> Next:
             return None
         if run.steering_pending:
             return _boundary(lease, run)  # steering arrived while the planner thought: apply it first
-        step, ctx = boundary.step, boundary.ctx
-        events.emit(
-            run=run, type=events.PLANNER_DECISION, payload=PlannerDecision(Step=step, Decision=describe(decision))
+        return _act(lease, run, boundary, decision)
+
+
+def _act(lease: Lease, run: Run, boundary: Boundary, decision: Decision) -> Next:
+    """Narrate the planner's decision and carry it out (run lock held)."""
+    step, ctx = boundary.step, boundary.ctx
+    events.emit(run=run, type=events.PLANNER_DECISION, payload=PlannerDecision(Step=step, Decision=describe(decision)))
+    if isinstance(decision, Finish):
+        run_complete(run, decision.answer)
+        return None
+    if isinstance(decision, RequestPause):
+        park(
+            run,
+            ctx,
+            cause=decision.cause,
+            reason=decision.reason,
+            payload=decision.payload,
+            summary=decision.summary,
+            history_entry={"pause": decision.cause},
         )
-        if isinstance(decision, Finish):
-            run_complete(run, decision.answer)
-            return None
-        if isinstance(decision, RequestPause):
-            park(
-                run,
-                ctx,
-                cause=decision.cause,
-                reason=decision.reason,
-                payload=decision.payload,
-                summary=decision.summary,
-                history_entry={"pause": decision.cause},
-            )
-            return None
-        return _call(lease, run, ctx, step, {"tool": decision.tool, "args": decision.args, "step": step, "attempts": 0})
+        return None
+    return _call(lease, run, ctx, step, {"tool": decision.tool, "args": decision.args, "step": step, "attempts": 0})
 
 
 def _call(lease: Lease, run: Run, ctx: ToolContext, step: int, pending: dict[str, Any]) -> Call | None:

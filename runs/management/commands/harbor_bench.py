@@ -12,6 +12,7 @@ import tempfile
 import time
 from argparse import ArgumentParser
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlencode
@@ -43,21 +44,36 @@ class _Planner:
         return Finish("done") if view.history else CallTool("launch", {"target": "moon"})
 
 
-register_agent(
-    Agent(
-        id="bench_gate",
-        description="one gated call",
-        planner=_Planner,
-        tools={"launch": Tool("launch", lambda args, ctx: {"ok": True}, approval="always")},
+# The same agent twice: its planner asked between transactions (as a model is, which may
+# take minutes), and decided inline, in the step's own transaction (a planner of rules).
+AGENTS = {"between": "bench_gate", "inline": "bench_gate_inline"}
+for kind, agent_id in AGENTS.items():
+    register_agent(
+        Agent(
+            id=agent_id,
+            description="one gated call",
+            planner=_Planner,
+            tools={"launch": Tool("launch", lambda args, ctx: {"ok": True}, approval="always")},
+            planner_inline=kind == "inline",
+        )
     )
-)
 
 
-def _ours_cycle(caller: Caller) -> None:
-    run, _ = run_start(caller=caller, query="launch", agent_id="bench_gate")
+def _ours_cycle(caller: Caller, agent_id: str = AGENTS["between"]) -> None:
+    run, _ = run_start(caller=caller, query="launch", agent_id=agent_id)
     drain()
     steering_submit(caller=caller, run_id=run.pk, method="approve", payload={})
     drain()
+
+
+def _ours_cycle_numbered(caller: Caller, agent_id: str, index: int) -> None:
+    _ours_cycle(caller, agent_id)
+
+
+def _statements(cycle: Callable[[], None]) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        cycle()
+    return len([q for q in queries.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))])
 
 
 class _LangGraph(NamedTuple):
@@ -233,15 +249,14 @@ class Command(BaseCommand):
 
     def _cycles(self, alice: Caller, rounds: int, cycles: int, database: str) -> None:
         langgraph = _langgraph(database)
-        ours: list[float] = []
+        ours: dict[str, list[float]] = {kind: [] for kind in AGENTS}
         theirs: list[float] = []
-        for _ in range(rounds):  # alternate the two sides, round by round
-            ours.append(_rate(lambda i: _ours_cycle(alice), cycles))
+        for _ in range(rounds):  # alternate the sides, round by round
+            for kind, agent_id in AGENTS.items():
+                ours[kind].append(_rate(partial(_ours_cycle_numbered, alice, agent_id), cycles))
             if langgraph:
                 theirs.append(_rate(langgraph.cycle, cycles))
-        with CaptureQueriesContext(connection) as queries:
-            _ours_cycle(alice)
-        statements = len([q for q in queries.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))])
+        statements = {kind: _statements(partial(_ours_cycle, alice, agent_id)) for kind, agent_id in AGENTS.items()}
 
         approve_ms = []
         for _ in range(cycles):
@@ -253,20 +268,23 @@ class Command(BaseCommand):
         drain()
         approve_ms.sort()
 
-        self.stdout.write(f"  pause + decide cycles/s, in-process   ours {_spread(ours)}")
+        self.stdout.write("  pause + decide cycles/s, in-process, one thread")
+        for kind, label in (("between", "a planner asked between transactions"), ("inline", "an inline planner")):
+            ratio = (
+                f"  (÷ LangGraph = {statistics.median(ours[kind]) / statistics.median(theirs):.2f}×)" if theirs else ""
+            )
+            self.stdout.write(f"    ours, {label:<38} {_spread(ours[kind])}{ratio}")
         if langgraph:
-            ratio = statistics.median(ours) / statistics.median(theirs)
-            self.stdout.write(
-                f"                                       LangGraph {_spread(theirs)}  (ours ÷ LangGraph = {ratio:.2f}×)"
-            )
+            self.stdout.write(f"    LangGraph {'':<44} {_spread(theirs)}")
         else:
-            self.stdout.write(
-                "                                       LangGraph: not installed (pip install -e '.[bench]')"
-            )
-        theirs_sent = f"  LangGraph {langgraph.statements()}" if langgraph else ""
+            self.stdout.write("    LangGraph: not installed (pip install -e '.[bench]')")
+        theirs_sent = f", LangGraph {langgraph.statements()}" if langgraph else ""
         if langgraph:
             langgraph.close()
-        self.stdout.write(f"  SQL statements per cycle (no savepoints) ours {statements}{theirs_sent}")
+        self.stdout.write(
+            f"  SQL statements per cycle (no savepoints) ours {statements['between']} "
+            f"(inline planner {statements['inline']}){theirs_sent}"
+        )
         self.stdout.write(
             f"  approve service call, p50 / p99 ms    ours {statistics.median(approve_ms):.1f} / "
             f"{percentile(approve_ms, 0.99):.1f}"
