@@ -7,7 +7,9 @@ between them, outside any transaction, while the keeper renews the lease:
 1. the claim (run lock): take the lease, start a pending run, then the boundary;
 2. the boundary (end of every transaction that goes on): apply pending steering, restore
    the tool context; a pending call (an approved one, or one a dead worker left) is
-   dispatched at once, else the planner is asked outside the transaction;
+   dispatched at once, else the planner is asked outside the transaction (an inline
+   planner, one of rules, is asked right here and its decision dispatched in the same
+   transaction);
 3. the dispatch (run lock): fence and re-check the step, then finish, park, gate, or
    persist the call as pending and open its attempt in the tool-call ledger;
    the tool body then runs outside the transaction, with the step's idempotency key;
@@ -116,7 +118,7 @@ def _decide(lease: Lease, boundary: Boundary) -> Next:
 
 def _boundary(lease: Lease, run: Run) -> Next:
     """What comes next for a run this worker holds (run lock held): pending steering first,
-    then the pending call, or the planner's turn."""
+    then the pending call, or the planner's turn (an inline planner's decision, at once)."""
     if run.status != RunStatus.RUNNING:
         return None
     if run.steering_pending:
