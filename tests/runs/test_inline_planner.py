@@ -38,11 +38,11 @@ def test_an_inline_planner_tells_the_same_story_in_two_commits_fewer(people_tx):
             runs[inline] = (*cycle(people_tx), probe.calls)
         finally:
             unregister_agent("probe")
-    (asked_between, commits_between, calls_between), (inline, commits, calls) = runs[False], runs[True]
-    assert inline.status == asked_between.status == RunStatus.COMPLETE
-    assert inline.answer == asked_between.answer == "launched moon"
+    (asked_between, commits_between, calls_between), (decided_inline, commits, calls) = runs[False], runs[True]
+    assert decided_inline.status == asked_between.status == RunStatus.COMPLETE
+    assert decided_inline.answer == asked_between.answer == "launched moon"
     assert calls == calls_between == [{"target": "moon"}]  # the gated body ran once
-    assert story(inline) == story(asked_between)
+    assert story(decided_inline) == story(asked_between)
     assert (commits_between, commits) == (7, 5)
 
 
