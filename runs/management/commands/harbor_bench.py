@@ -275,7 +275,7 @@ class Command(BaseCommand):
             )
             self.stdout.write(f"    ours, {label:<38} {_spread(ours[kind])}{ratio}")
         if langgraph:
-            self.stdout.write(f"    LangGraph {'':<44} {_spread(theirs)}")
+            self.stdout.write(f"    LangGraph {'':<34} {_spread(theirs)}")
         else:
             self.stdout.write("    LangGraph: not installed (pip install -e '.[bench]')")
         theirs_sent = f", LangGraph {langgraph.statements()}" if langgraph else ""
