@@ -45,7 +45,6 @@ register_agent(
         id="deploy",
         description="Checks a build, then deploys it behind a human approval gate.",
         planner=DeployPlanner,
-        planner_inline=True,
         tools={
             "check_build": Tool("check_build", _check_build),
             "deploy_to_production": Tool(
@@ -87,7 +86,6 @@ register_agent(
         id="countdown",
         description="Counts from 1 to N (default 20), one tick a step.",
         planner=CountdownPlanner,
-        planner_inline=True,
         tools={"tick": Tool("tick", _tick)},
     )
 )
@@ -137,7 +135,6 @@ register_agent(
         id="tool_context",
         description="Parks while holding a live handle: resumable only in the same process.",
         planner=ToolContextPlanner,
-        planner_inline=True,
         tools={"open_stream": Tool("open_stream", _open_stream), "read_stream": Tool("read_stream", _read_stream)},
     )
 )
@@ -171,7 +168,6 @@ register_agent(
         id="long_task",
         description='Works for a while each round ("work 3 seconds, 4 times"; "gated" asks before each round).',
         planner=LongTaskPlanner,
-        planner_inline=True,
         tools={
             "work": Tool(
                 "work",
