@@ -4,6 +4,8 @@ Events are written in the same transaction as the change they describe, and push
 channel layer only after it commits."""
 
 import asyncio
+import atexit
+import concurrent.futures
 import logging
 import os
 import threading
@@ -307,6 +309,7 @@ def close_streams(*, user_id: int, tenant_id: int | None = None, session_key: st
 # new thread, loop and connection per push.
 _push_loop: tuple[int, asyncio.AbstractEventLoop] | None = None
 _push_loop_lock = threading.Lock()
+_pushes_in_flight: set[concurrent.futures.Future] = set()
 
 
 def _own_loop() -> asyncio.AbstractEventLoop:
@@ -316,7 +319,14 @@ def _own_loop() -> asyncio.AbstractEventLoop:
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="harbor-push", daemon=True).start()
             _push_loop = (os.getpid(), loop)
+            atexit.register(_finish_pushes)
         return _push_loop[1]
+
+
+def _finish_pushes() -> None:
+    """A short-lived process (a management command, a script) sends what it committed
+    before it exits, rather than leaving open inboxes to wait for their next read."""
+    concurrent.futures.wait(list(_pushes_in_flight), timeout=PUSH_TIMEOUT_SECONDS)
 
 
 def _group_send(sends: list[tuple[str, dict]]) -> None:
@@ -354,6 +364,8 @@ def _group_send(sends: list[tuple[str, dict]]) -> None:
         elif isinstance(layer, InMemoryChannelLayer):
             async_to_sync(send)()  # its queues belong to the caller's loop
         else:
-            asyncio.run_coroutine_threadsafe(send(), _own_loop())
+            future = asyncio.run_coroutine_threadsafe(send(), _own_loop())
+            _pushes_in_flight.add(future)
+            future.add_done_callback(_pushes_in_flight.discard)
     except (Exception, asyncio.CancelledError):
         log.warning("live push to %s failed", [group for group, _ in sends], exc_info=True)
