@@ -142,8 +142,7 @@ class Rows(Generic[M]):
         return None if found is None else self._row(conn, found)
 
     def _row(self, conn: BaseDatabaseWrapper, found: tuple) -> M:
-        raw = found[: len(self.fields)]
-        values = list(raw)
+        values = list(found[: len(self.fields)])
         for index, (converters, expression) in enumerate(self._converters(conn)):
             for convert in converters:
                 values[index] = convert(values[index], expression, conn)

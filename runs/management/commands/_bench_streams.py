@@ -26,18 +26,17 @@ def threads(pid: int) -> int:
     raise RuntimeError(f"no thread count for process {pid}")
 
 
-def server_connections(state: str | None = None) -> int | None:
-    """PostgreSQL connections the Daphne holds (in `state`, if given); None on SQLite."""
+def server_connections() -> tuple[int, int] | None:
+    """PostgreSQL connections the Daphne holds, and how many of them are idle; None on SQLite."""
     if connection.vendor != "postgresql":
         return None
-    sql = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
-    params = [APPLICATION_NAME]
-    if state is not None:
-        sql += " AND state = %s"
-        params.append(state)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return int(cursor.fetchone()[0])
+        cursor.execute(
+            "SELECT count(*), count(*) FILTER (WHERE state = 'idle') FROM pg_stat_activity WHERE application_name = %s",
+            [APPLICATION_NAME],
+        )
+        total, idle = cursor.fetchone()
+        return int(total), int(idle)
 
 
 def idle_streams_row(url: str, headers: dict[str, str], pid: int, count: int) -> str:
@@ -46,20 +45,17 @@ def idle_streams_row(url: str, headers: dict[str, str], pid: int, count: int) ->
     row = f"  {count} idle GET /v1/events streams on one Daphne: threads {before.threads} → {during.threads}"
     if before.connections is None or during.connections is None:
         return row + "; database connections: none to count (SQLite)"
-    busy = during.connections - (during.idle or 0)
-    return row + f"; PostgreSQL connections {before.connections} → {during.connections} ({busy} busy)"
+    (was, _), (now, idle) = before.connections, during.connections
+    return row + f"; PostgreSQL connections {was} → {now} ({now - idle} busy)"
 
 
 class Held(NamedTuple):
     threads: int
-    connections: int | None  # PostgreSQL's count; None on SQLite
-    idle: int | None  # of which idle (in the pool, not in a statement or transaction)
+    connections: tuple[int, int] | None  # PostgreSQL's, and of them idle; None on SQLite
 
 
 async def _held(pid: int) -> Held:
-    return Held(
-        threads(pid), await asyncio.to_thread(_connections_now), await asyncio.to_thread(_connections_now, "idle")
-    )
+    return Held(threads(pid), await asyncio.to_thread(_connections_now))
 
 
 async def _hold_streams(url: str, headers: dict[str, str], pid: int, count: int) -> tuple[Held, Held]:
@@ -79,9 +75,9 @@ async def _hold_streams(url: str, headers: dict[str, str], pid: int, count: int)
     return before, during
 
 
-def _connections_now(state: str | None = None) -> int | None:
+def _connections_now() -> tuple[int, int] | None:
     try:
-        return server_connections(state)
+        return server_connections()
     finally:
         connection.close()  # this thread's own connection, opened for the count
 
@@ -89,4 +85,5 @@ def _connections_now(state: str | None = None) -> int | None:
 def idle_after(seconds: float = 1.0) -> int | None:
     """Idle connections the Daphne keeps once a client has stopped sending."""
     time.sleep(seconds)
-    return server_connections(state="idle")
+    counted = server_connections()
+    return None if counted is None else counted[1]
