@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -78,6 +78,7 @@ class _Batch:
     def __init__(self, conn: BaseDatabaseWrapper) -> None:
         self.conn, self.depth = conn, len(conn.atomic_blocks)
         self.events: list[Event] = []
+        self.writes: list[Callable[[], object]] = []
 
     def holds(self, conn: BaseDatabaseWrapper) -> bool:
         """Whether an event written now belongs here: same connection, and not inside a
@@ -85,6 +86,9 @@ class _Batch:
         return conn is self.conn and len(conn.atomic_blocks) == self.depth
 
     def flush(self) -> None:
+        writes, self.writes = self.writes, []
+        for write in writes:
+            write()
         events, self.events = self.events, []
         _write(self.conn, events)
 
@@ -105,6 +109,18 @@ def atomic() -> Iterator[None]:
             batch.flush()
         finally:
             _batch.reset(token)
+
+
+def at_end(write: Callable[[], object]) -> None:
+    """Run a row write at the end of this service transaction, before its events are
+    written (at once outside `atomic()`): a later write of the same row in the transaction
+    takes the change along, and this one finds nothing left to write."""
+    conn = transaction.get_connection()
+    batch = _batch.get()
+    if batch is not None and batch.holds(conn):
+        batch.writes.append(write)
+    else:
+        write()
 
 
 def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = None) -> Event:

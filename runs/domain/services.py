@@ -36,7 +36,8 @@ from runs.models import (
     SteeringInstruction,
     SteeringState,
 )
-from runs.runtime.registry import agent_exists
+from runs.runtime.loop import first_step
+from runs.runtime.registry import agent_exists, get_agent
 from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now
 from runs.runtime.wake import wake_on_commit
 
@@ -58,7 +59,8 @@ def run_start(
     cancel_policy: str = CancelPolicy.CASCADE,
 ) -> tuple[Run, bool]:
     """Start a run for the caller. An idempotency key already used by the same
-    (tenant, user, session) returns that run with reused=True."""
+    (tenant, user, session) returns that run with reused=True. A run of an inline planner
+    takes its first step in this transaction (it may come back parked or ended)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidRequest("query must be a non-empty string")
     if len(query) > MAX_STRING:
@@ -74,6 +76,7 @@ def run_start(
         raise InvalidRequest("idempotency_key must be a string of 1 to 200 characters")
 
     identity = {"tenant": caller.tenant, "owner": caller.user, "session": caller.session}
+    inline = get_agent(agent_id).planner_inline
     if idempotency_key is not None:
         existing = Run.objects.filter(**identity, idempotency_key=idempotency_key).first()
         if existing is not None:
@@ -98,6 +101,7 @@ def run_start(
                     cancel_policy=cancel_policy,
                     idempotency_key=idempotency_key,
                     checkpoint={"query": query, "step": 0, "history": []},
+                    **({"status": RunStatus.RUNNING, "started_at": timezone.now()} if inline else {}),
                 )
             )
             events.emit(
@@ -105,7 +109,10 @@ def run_start(
                 type=events.TASK_SPAWNED,
                 payload=TaskSpawned(TaskID=run.pk, Priority=priority, ParentTaskID=parent.pk if parent else None),
             )
-            wake_on_commit()
+            if inline:  # rules, not a model: the run goes as far as they go before this commits
+                first_step(run)
+            if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+                wake_on_commit()
     except IntegrityError:
         # The same key raced in from another request of this identity: theirs won.
         existing = Run.objects.filter(**identity, idempotency_key=idempotency_key).first()

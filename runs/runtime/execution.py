@@ -6,6 +6,7 @@ with whatever comes next (`then`), so the next step needs no transaction of its 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TypeVar
 
 from runs.domain import events
@@ -132,7 +133,9 @@ def _checkpoint(run: Run, call: Call, result: object) -> bool:
     checkpoint.pop("pending_call", None)
     checkpoint.pop("resolution", None)
     run.checkpoint = checkpoint
-    RUNS.update(run, ["checkpoint"])
+    # What follows in this transaction (the end, a park, the next call) mostly writes the
+    # run anyway, and takes the checkpoint along: one UPDATE, not two.
+    events.at_end(partial(RUNS.update, run))
     events.emit(
         run=run,
         type=events.TOOL_COMPLETED,

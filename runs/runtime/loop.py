@@ -4,7 +4,9 @@ Each transaction holds the run lock and ends by preparing what comes next (the b
 so a step costs no transaction of its own beyond the work it does. The slow work runs
 between them, outside any transaction, while the keeper renews the lease:
 
-1. the claim (run lock): take the lease, start a pending run, then the boundary;
+1. the claim (run lock): take the lease, start a pending run, then the boundary (a run of
+   an inline planner takes its first boundary in the transaction that creates it, with no
+   worker: `first_step`);
 2. the boundary (end of every transaction that goes on): apply pending steering, restore
    the tool context; a pending call (an approved one, or one a dead worker left) is
    dispatched at once, else the planner is asked outside the transaction (an inline
@@ -99,6 +101,19 @@ def advance(run_id: str, worker: str | None = None) -> bool:
     return True
 
 
+def first_step(run: Run) -> None:
+    """The first boundary of a new run of an inline planner, in the transaction that
+    created it (RUNNING, so no one else has seen it): no worker, no lease. It goes as far as
+    rules go (a park, the end, or a call persisted as pending) and leaves a call's attempt
+    to the worker that claims the run."""
+    events.emit(
+        run=run,
+        type=events.TASK_STARTED,
+        payload=TaskStarted(TaskID=run.pk, Priority=run.priority, ParentTaskID=run.parent_id),
+    )
+    _boundary(None, run)
+
+
 def _end(lease: Lease, finish: Callable[[Run], object]) -> None:
     with events.atomic():
         try:
@@ -116,7 +131,7 @@ def _decide(lease: Lease, boundary: Boundary) -> Next:
     return _dispatch(lease, boundary, decision)
 
 
-def _boundary(lease: Lease, run: Run) -> Next:
+def _boundary(lease: Lease | None, run: Run) -> Next:
     """What comes next for a run this worker holds (run lock held): pending steering first,
     then the pending call, or the planner's turn (an inline planner's decision, at once)."""
     if run.status != RunStatus.RUNNING:
@@ -173,7 +188,7 @@ def _dispatch(lease: Lease, boundary: Boundary, decision: Decision) -> Next:
         return _act(lease, run, boundary, decision)
 
 
-def _act(lease: Lease, run: Run, boundary: Boundary, decision: Decision) -> Next:
+def _act(lease: Lease | None, run: Run, boundary: Boundary, decision: Decision) -> Next:
     """Narrate the planner's decision and carry it out (run lock held)."""
     step, ctx = boundary.step, boundary.ctx
     events.emit(run=run, type=events.PLANNER_DECISION, payload=PlannerDecision(Step=step, Decision=describe(decision)))
@@ -194,9 +209,10 @@ def _act(lease: Lease, run: Run, boundary: Boundary, decision: Decision) -> Next
     return _call(lease, run, ctx, step, {"tool": decision.tool, "args": decision.args, "step": step, "attempts": 0})
 
 
-def _call(lease: Lease, run: Run, ctx: ToolContext, step: int, pending: dict[str, Any]) -> Call | None:
+def _call(lease: Lease | None, run: Run, ctx: ToolContext, step: int, pending: dict[str, Any]) -> Call | None:
     """Persist the call as pending and open its attempt (run lock held), or park it at its
-    gate. The body runs after the commit."""
+    gate. The body runs after the commit. With no lease (a first step), the call is only
+    persisted: the worker that claims the run opens the attempt."""
     tool = get_agent(run.agent_id).tools.get(pending["tool"])
     if tool is None:
         run_fail(run, FailureCode.RUNTIME_ERROR, f"the planner called unknown tool {pending['tool']!r}")
@@ -206,6 +222,9 @@ def _call(lease: Lease, run: Run, ctx: ToolContext, step: int, pending: dict[str
     run.checkpoint = checkpoint
     if tool.needs_approval(pending["args"]) and not pending.get("approved"):
         park_for_gate(run, ctx, tool, pending["args"])
+        return None
+    if lease is None:
+        RUNS.update(run, ["checkpoint"])
         return None
     attempt = open_attempt(run, tool, step, lease.worker, opened=pending.get("attempts"))
     checkpoint["pending_call"] = {**pending, "attempts": attempt.attempt}

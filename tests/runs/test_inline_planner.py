@@ -1,15 +1,17 @@
-"""A planner of rules is decided inline, in the transaction of the step before it: the same
-run, the same events in the same order, two commits fewer per pause + decide cycle."""
+"""A planner of rules is decided inline, in the transaction of the step before it (a new
+run's first step, in the transaction that starts it): the same run, the same events in the
+same order, three commits fewer per pause + decide cycle."""
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runs.domain.services import run_start, steering_submit
-from runs.models import Event, FailureCode, Run, RunStatus
+from runs.models import Event, FailureCode, Run, RunStatus, ToolCall
 from runs.runtime.dispatch import drain
-from runs.runtime.planner import PlannerView
+from runs.runtime.planner import CallTool, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent, unregister_agent
+from runs.runtime.tools import Tool
 from tests.conftest import GatedProbe
 
 
@@ -30,7 +32,7 @@ def story(run: Run) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_inline_planner_tells_the_same_story_in_two_commits_fewer(people_tx):
+def test_an_inline_planner_tells_the_same_story_in_three_commits_fewer(people_tx):
     runs = {}
     for inline in (False, True):
         probe = GatedProbe(inline=inline)
@@ -43,7 +45,7 @@ def test_an_inline_planner_tells_the_same_story_in_two_commits_fewer(people_tx):
     assert decided_inline.answer == asked_between.answer == "launched moon"
     assert calls == calls_between == [{"target": "moon"}]  # the gated body ran once
     assert story(decided_inline) == story(asked_between)
-    assert (commits_between, commits) == (7, 5)
+    assert (commits_between, commits) == (7, 4)
 
 
 class _Broken:
@@ -59,9 +61,59 @@ def broken_inline():
 
 def test_an_inline_planner_that_raises_fails_the_run_once(people, broken_inline):
     run, _ = run_start(caller=people.caller("alice"), query="go", agent_id="broken")
-    assert drain() == 1
+    assert run.status == RunStatus.FAILED  # at its first step, in the start's transaction
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED and run.failure_code == FailureCode.RUNTIME_ERROR
     assert "ValueError: no rule for this" in run.failure_message
     assert run.lease_owner == ""  # released with the failure: nothing left to claim
     assert drain() == 0
+
+
+@pytest.fixture
+def probe_inline():
+    yield GatedProbe(inline=True)
+    unregister_agent("probe")
+
+
+def test_a_first_step_parks_the_run_before_start_returns(people, probe_inline):
+    run, _ = run_start(caller=people.caller("alice"), query="launch", agent_id="probe")
+    assert run.status == RunStatus.PAUSED
+    assert run.pauses.get().tool == "launch"
+    assert story(run) == [
+        "task.spawned",
+        "task.started",
+        "planner.decision",
+        "pause.requested",
+        "tool.approval_requested",
+        "notification.pause_requested",
+    ]
+    assert drain() == 0  # nothing for a worker: no lease was ever taken
+
+
+class _Fetcher:
+    def decide(self, view: PlannerView):
+        return Finish(view.history[-1]["result"]) if view.history else CallTool("fetch", {"n": 1})
+
+
+@pytest.fixture
+def fetcher():
+    calls: list[dict] = []
+    tool = Tool("fetch", lambda args, ctx: calls.append(dict(args)) or "fetched")
+    register_agent(
+        Agent(id="fetcher", description="test", planner=_Fetcher, tools={"fetch": tool}, planner_inline=True)
+    )
+    yield calls
+    unregister_agent("fetcher")
+
+
+def test_a_first_step_leaves_a_call_to_the_worker_that_claims_the_run(people, fetcher):
+    run, _ = run_start(caller=people.caller("alice"), query="go", agent_id="fetcher")
+    assert run.status == RunStatus.RUNNING and run.lease_owner == ""  # ready for any worker
+    assert run.checkpoint["pending_call"] == {"tool": "fetch", "args": {"n": 1}, "step": 0, "attempts": 0}
+    assert not ToolCall.objects.filter(run=run).exists()  # the attempt is the worker's to open
+    assert drain() == 1
+    run.refresh_from_db()
+    assert (run.status, run.answer) == (RunStatus.COMPLETE, "fetched")
+    assert fetcher == [{"n": 1}]
+    assert list(ToolCall.objects.filter(run=run).values_list("attempt", "outcome")) == [(1, "completed")]
+    assert story(run)[:4] == ["task.spawned", "task.started", "planner.decision", "tool.invoked"]
