@@ -98,7 +98,12 @@ class _Fetcher:
 @pytest.fixture
 def fetcher():
     calls: list[dict] = []
-    tool = Tool("fetch", lambda args, ctx: calls.append(dict(args)) or "fetched")
+
+    def fetch(args, ctx):
+        calls.append(dict(args))
+        return "fetched"
+
+    tool = Tool("fetch", fetch)
     register_agent(
         Agent(id="fetcher", description="test", planner=_Fetcher, tools={"fetch": tool}, planner_inline=True)
     )
