@@ -48,6 +48,10 @@ DEFAULT_PRIORITY = 0
 IMMEDIATE = frozenset({*DECISION_INSTRUCTIONS, Instruction.PRIORITIZE})
 
 
+class _FirstStepCrashed(Exception):
+    pass
+
+
 def run_start(
     *,
     caller: Caller,
@@ -76,14 +80,14 @@ def run_start(
         raise InvalidRequest("idempotency_key must be a string of 1 to 200 characters")
 
     identity = {"tenant": caller.tenant, "owner": caller.user, "session": caller.session}
-    inline = get_agent(agent_id).planner_inline
     if idempotency_key is not None:
         existing = Run.objects.filter(**identity, idempotency_key=idempotency_key).first()
         if existing is not None:
             return existing, True
     if parent_run is not None and not isinstance(parent_run, str):
         raise NotFound("parent_run is unknown or terminal")
-    try:
+
+    def create(first_step_here: bool) -> Run:
         with events.atomic():
             parent = None
             if parent_run is not None:
@@ -101,7 +105,7 @@ def run_start(
                     cancel_policy=cancel_policy,
                     idempotency_key=idempotency_key,
                     checkpoint={"query": query, "step": 0, "history": []},
-                    **({"status": RunStatus.RUNNING, "started_at": timezone.now()} if inline else {}),
+                    **({"status": RunStatus.RUNNING, "started_at": timezone.now()} if first_step_here else {}),
                 )
             )
             events.emit(
@@ -109,10 +113,23 @@ def run_start(
                 type=events.TASK_SPAWNED,
                 payload=TaskSpawned(TaskID=run.pk, Priority=priority, ParentTaskID=parent.pk if parent else None),
             )
-            if inline:  # rules, not a model: the run goes as far as they go before this commits
-                first_step(run)
+            if first_step_here:  # rules, not a model: the run goes as far as they go before this commits
+                try:
+                    first_step(run)
+                except Exception as error:
+                    raise _FirstStepCrashed from error
             if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
                 wake_on_commit()
+        return run
+
+    try:
+        try:
+            run = create(get_agent(agent_id).planner_inline)
+        except _FirstStepCrashed:
+            # A bug past the planner (whose errors fail the run): the start still stands,
+            # and the worker that claims the run fails it loudly, as any crash of a step.
+            log.exception("run start: the first step crashed; the run is left to a worker")
+            run = create(False)
     except IntegrityError:
         # The same key raced in from another request of this identity: theirs won.
         existing = Run.objects.filter(**identity, idempotency_key=idempotency_key).first()

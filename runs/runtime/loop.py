@@ -119,7 +119,13 @@ def _end(lease: Lease, finish: Callable[[Run], object]) -> None:
         try:
             run = lease.locked_run()
         except LeaseLost:
-            return
+            # A crash in the claim's own transaction undid the claim with it: take the run
+            # again to end it, unless another worker holds it now. Left ready, it would be
+            # claimed and crash again, forever.
+            claimed = lease.claim_locked()
+            if claimed is None:
+                return
+            run = claimed
         if not run.is_terminal:
             finish(run)
 

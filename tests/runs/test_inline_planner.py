@@ -122,3 +122,26 @@ def test_a_first_step_leaves_a_call_to_the_worker_that_claims_the_run(people, fe
     assert fetcher == [{"n": 1}]
     assert list(ToolCall.objects.filter(run=run).values_list("attempt", "outcome")) == [(1, "completed")]
     assert story(run)[:4] == ["task.spawned", "task.started", "planner.decision", "tool.invoked"]
+
+
+def _broken_policy(args: dict) -> bool:
+    raise KeyError("no such rule")
+
+
+@pytest.fixture
+def broken_policy():
+    tool = Tool("fetch", lambda args, ctx: "fetched", approval=_broken_policy)
+    register_agent(Agent(id="policy", description="test", planner=_Fetcher, tools={"fetch": tool}, planner_inline=True))
+    yield
+    unregister_agent("policy")
+
+
+def test_a_first_step_that_crashes_leaves_the_start_standing(people, broken_policy):
+    """A bug past the planner (here a tool's approval rule) does not fail the start: the
+    run is left pending, and the worker that claims it fails it loudly, as it would any step."""
+    run, _ = run_start(caller=people.caller("alice"), query="go", agent_id="policy")
+    assert run.status == RunStatus.PENDING
+    assert story(run) == ["task.spawned"]  # nothing of the crashed step was kept
+    assert drain() == 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED and "KeyError" in run.failure_message
