@@ -258,3 +258,43 @@ def test_a_duplicate_dispatch_finds_nothing_to_do(people, scripted):
     assert drain() == 1 and drain() == 0
     assert advance(run.pk) is False  # a delivery naming the finished run claims nothing
     assert agent.calls == [1, 2]
+
+
+class _ApproveThenBreak:
+    """A tool's approval rule that answers once, then raises: a bug met again when the
+    approved call is picked up, inside the claim's own transaction."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def __call__(self, args: dict) -> bool:
+        self.asked += 1
+        if self.asked > 1:
+            raise KeyError("the rule broke")
+        return True
+
+
+class _OneCall:
+    def decide(self, view):
+        return Finish("done") if view.history else CallTool("fetch", {})
+
+
+@pytest.fixture
+def breaks_when_claimed():
+    rule = _ApproveThenBreak()
+    tool = Tool("fetch", lambda args, ctx: "fetched", approval=rule)
+    register_agent(Agent(id="breaks", description="test", planner=_OneCall, tools={"fetch": tool}))
+    yield
+    unregister_agent("breaks")
+
+
+def test_a_crash_in_the_claims_own_transaction_fails_the_run_once(people, breaks_when_claimed):
+    alice = people.caller("alice")
+    run, _ = run_start(caller=alice, query="go", agent_id="breaks")
+    drain()
+    steering_submit(caller=alice, run_id=run.pk, method="approve", payload={})
+    assert drain() == 1  # claimed, crashed, and ended: not ready again
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED and "KeyError" in run.failure_message
+    assert run.lease_owner == ""
+    assert drain() == 0
