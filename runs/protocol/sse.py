@@ -10,6 +10,7 @@ re-checks the caller: a revoked membership or a lost admin role ends the stream,
 does the token's expiry, so a stream never outlives the right to read it.
 """
 
+import asyncio
 import json
 import logging
 import time
@@ -28,7 +29,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from runs.domain import events, selectors
 from runs.domain.errors import AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
-from runs.domain.streams import BATCH, Tail, read_after
+from runs.domain.streams import BATCH, Tail, poll_seconds, read_after
 from runs.identity.callers import Caller, caller_resolve
 from runs.protocol.auth import bearer_token, caller_from_headers
 from runs.protocol.errors import harbor_error_response
@@ -140,6 +141,29 @@ read_frames = _in_pool_thread(_read)
 read_head = _in_pool_thread(lambda tenant_id: selectors.events_head(tenant_id=tenant_id))
 
 
+class _SharedHeads:
+    """While the channel layer is down, a process's streams of one tenant share one read of
+    the log's head per half poll interval, and only a stream behind it reads the log: an
+    outage costs a quiet tenant one small query, not a full read per stream each poll."""
+
+    def __init__(self) -> None:
+        self._reads: dict[int, tuple[float, asyncio.Future[int]]] = {}
+
+    async def head(self, tenant_id: int) -> int:
+        taken = self._reads.get(tenant_id)
+        now = time.monotonic()
+        if (
+            taken is None
+            or now - taken[0] >= poll_seconds() / 2
+            or taken[1].get_loop() is not asyncio.get_running_loop()
+        ):
+            taken = self._reads[tenant_id] = (now, asyncio.ensure_future(read_head(tenant_id)))
+        return await asyncio.shield(taken[1])  # a stream that goes away does not cancel the others' read
+
+
+_heads = _SharedHeads()
+
+
 def _error(error: HarborError) -> JsonResponse:
     """The same body, status and headers as every other /v1 route (runs.protocol.errors)."""
     rendered = harbor_error_response(error)
@@ -170,6 +194,8 @@ async def _frames(plan: Plan, tail: Tail, cursor: int) -> AsyncGenerator[str, No
                     if time.monotonic() >= next_keepalive:
                         yield ": keepalive\n\n"
                         next_keepalive = time.monotonic() + keepalive
+                    elif not tail.up and await _heads.head(plan.tenant_id) <= cursor:
+                        continue  # the layer is down and the log has not grown: nothing to read
                     break
                 if message.get("type") == "harbor.close":
                     break  # a membership changed: the read re-checks the caller

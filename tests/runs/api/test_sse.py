@@ -239,7 +239,7 @@ def test_an_admin_streams_the_whole_tenant(live_harbor):
 def _plan(run_id=None):
     from types import SimpleNamespace
 
-    return SimpleNamespace(expires_at=time.time() + 3600, run_id=run_id)
+    return SimpleNamespace(expires_at=time.time() + 3600, run_id=run_id, tenant_id=1)
 
 
 def _in_own_loop(coroutine):
@@ -331,13 +331,75 @@ def test_the_live_tail_survives_a_redis_restart(settings):
         await stream.aclose()
         return chunks
 
-    original, sse.read_frames = sse.read_frames, read
+    async def head(tenant_id):
+        return max(log, default=0)
+
+    originals = sse.read_frames, sse.read_head
+    sse.read_frames, sse.read_head = read, head
     try:
         chunks = _in_own_loop(scenario())
     finally:
-        sse.read_frames = original
+        sse.read_frames, sse.read_head = originals
         redis.stop()
     assert chunks == ["retry: 3000\n\n", "id: 1\n\n", "id: 2\n\n", "id: 3\n\n", "id: 4\n\n"]
+
+
+def test_while_the_layer_is_down_streams_share_one_head_read_and_read_only_on_growth(settings):
+    """An outage turns nudges into polling: a process's streams of one tenant share one read
+    of the log's head per half poll interval, and read the log only once it has grown."""
+    from channels.layers import InMemoryChannelLayer
+
+    from runs.domain.streams import Tail
+    from runs.protocol import sse
+
+    settings.HARBOR_SSE_KEEPALIVE_SECONDS = 60  # no keepalive read in this test
+    settings.HARBOR_STREAM_POLL_SECONDS = 0.1
+    log, reads, heads = [1], [], []
+
+    async def read(plan, cursor):
+        reads.append(cursor)
+        new = [seq for seq in log if seq > cursor]
+        return [f"id: {seq}\n\n" for seq in new], max([cursor, *new])
+
+    async def head(tenant_id):
+        heads.append(tenant_id)
+        return max(log)
+
+    class DownLayer(InMemoryChannelLayer):
+        async def group_add(self, group, channel):
+            raise ConnectionError("the layer is down")
+
+    async def scenario():
+        layer = DownLayer()
+        streams = []
+        for _ in range(5):
+            tail = Tail(layer, await layer.new_channel("sse."))
+            await tail.join("tenant.1")
+            stream = sse._frames(_plan(), tail, 0)
+            assert [await stream.__anext__(), await stream.__anext__()] == ["retry: 3000\n\n", "id: 1\n\n"]
+            streams.append(stream)
+        reads.clear()
+        heads.clear()
+        waiting = [asyncio.ensure_future(stream.__anext__()) for stream in streams]
+        began = time.monotonic()
+        await asyncio.sleep(0.6)  # about six polls of each of the five streams
+        quiet = (len(reads), len(heads), time.monotonic() - began)
+        log.append(2)
+        grown = await asyncio.wait_for(asyncio.gather(*waiting), 5)
+        for stream in streams:
+            await stream.aclose()
+        return quiet, grown
+
+    originals = sse.read_frames, sse.read_head
+    sse.read_frames, sse.read_head = read, head
+    try:
+        (quiet_reads, quiet_heads, elapsed), grown = _in_own_loop(scenario())
+    finally:
+        sse.read_frames, sse.read_head = originals
+    assert quiet_reads == 0  # nothing new: no stream read the log
+    assert 0 < quiet_heads <= elapsed / 0.05 + 2  # one shared read per half interval, not one per stream
+    assert grown == ["id: 2\n\n"] * 5
+    assert len(reads) == 5  # each stream read once, when the head moved
 
 
 def test_a_tenant_wide_stream_is_read_only_by_a_current_admin(people):
