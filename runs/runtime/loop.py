@@ -80,11 +80,7 @@ def advance(run_id: str, worker: str | None = None) -> bool:
                 return False
             if run.status == RunStatus.PENDING:
                 move(run, RunStatus.RUNNING)
-                events.emit(
-                    run=run,
-                    type=events.TASK_STARTED,
-                    payload=TaskStarted(TaskID=run.pk, Priority=run.priority, ParentTaskID=run.parent_id),
-                )
+                _narrate_started(run)
             step: Next = _boundary(lease, run)
         while step is not None:
             step = execute(lease, step, _boundary) if isinstance(step, Call) else _decide(lease, step)
@@ -106,27 +102,29 @@ def first_step(run: Run) -> None:
     created it (RUNNING, so no one else has seen it): no worker, no lease. It goes as far as
     rules go (a park, the end, or a call persisted as pending) and leaves a call's attempt
     to the worker that claims the run."""
+    _narrate_started(run)
+    _boundary(None, run)
+
+
+def _narrate_started(run: Run) -> None:
     events.emit(
         run=run,
         type=events.TASK_STARTED,
         payload=TaskStarted(TaskID=run.pk, Priority=run.priority, ParentTaskID=run.parent_id),
     )
-    _boundary(None, run)
 
 
 def _end(lease: Lease, finish: Callable[[Run], object]) -> None:
     with events.atomic():
+        run: Run | None
         try:
             run = lease.locked_run()
         except LeaseLost:
             # A crash in the claim's own transaction undid the claim with it: take the run
             # again to end it, unless another worker holds it now. Left ready, it would be
             # claimed and crash again, forever.
-            claimed = lease.claim_locked()
-            if claimed is None:
-                return
-            run = claimed
-        if not run.is_terminal:
+            run = lease.claim_locked()
+        if run is not None and not run.is_terminal:
             finish(run)
 
 
