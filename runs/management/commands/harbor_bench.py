@@ -9,6 +9,7 @@ pause committed → its frame on 1 to 2,000 inbox sockets of a real Daphne (_ben
 
 import statistics
 import tempfile
+import threading
 import time
 from argparse import ArgumentParser
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from django.test.utils import CaptureQueriesContext
 
 from approvals.domain.selectors import inbox_page, pause_cursor, pause_list, tokens_shown
 from approvals.models import Pause, PauseState
+from harbor_site.sqlite_wal import keep_wal_open
 from runs.domain.services import run_start, steering_submit
 from runs.identity.callers import Caller, caller_resolve
 from runs.protocol.serializers import PauseListResponseSerializer
@@ -32,6 +34,7 @@ from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Decision, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool
+from runs.runtime.wake import register as register_waker
 
 from . import _bench_wake as latency
 from ._bench_common import percentile
@@ -59,11 +62,23 @@ for kind, agent_id in AGENTS.items():
     )
 
 
+# The worker of this process: it drains when a service wakes it, as the embedded pool does
+# (a start that comes back parked wakes no one).
+_woken = threading.Event()
+register_waker("manual", _woken.set)
+
+
+def _work() -> None:
+    if _woken.is_set():
+        _woken.clear()
+        drain()
+
+
 def _ours_cycle(caller: Caller, agent_id: str = AGENTS["between"]) -> None:
     run, _ = run_start(caller=caller, query="launch", agent_id=agent_id)
-    drain()
+    _work()
     steering_submit(caller=caller, run_id=run.pk, method="approve", payload={})
-    drain()
+    _work()
 
 
 def _ours_cycle_numbered(caller: Caller, agent_id: str, index: int) -> None:
@@ -212,6 +227,7 @@ class Command(BaseCommand):
         self, *args: str, rounds: int, cycles: int, history: int, seed: int, reads_only: bool, **options: Any
     ) -> None:
         settings.HARBOR_EXECUTOR = "manual"
+        keep_wal_open()  # SQLite: as the server process does (its log held open, checkpointed off the commits)
         database = connection.vendor
         if options["live"]:
             layer = "redis" if settings.REDIS_URL else "in-memory"
