@@ -85,6 +85,8 @@ class Rows(Generic[M]):
         auto_now fields with them. Columns left alone keep their indexes untouched."""
         if issubclass(self.model, AppendOnlyModel):
             raise AuditImmutable(f"{self.model.__name__} rows are append-only")
+        if row._state.adding:
+            return  # not inserted yet: its insert, later in this transaction, writes it whole
         conn = transaction.get_connection()
         wanted = set(names) if names is not None else None
         stored = _stored(row)

@@ -2,6 +2,7 @@
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError
@@ -95,19 +96,23 @@ def run_start(
                 parent = Run.objects.select_for_update(no_key=True).filter(pk=parent_run, tenant=caller.tenant).first()
                 if parent is None or not can_view_run(caller, parent) or parent.is_terminal:
                     raise NotFound("parent_run is unknown or terminal")
-            run = RUNS.insert(
-                Run(
-                    **identity,
-                    agent_id=agent_id,
-                    goal=query,
-                    priority=priority,
-                    parent=parent,
-                    cancel_policy=cancel_policy,
-                    idempotency_key=idempotency_key,
-                    checkpoint={"query": query, "step": 0, "history": []},
-                    **({"status": RunStatus.RUNNING, "started_at": timezone.now()} if first_step_here else {}),
-                )
+            run = Run(
+                **identity,
+                agent_id=agent_id,
+                goal=query,
+                priority=priority,
+                parent=parent,
+                cancel_policy=cancel_policy,
+                idempotency_key=idempotency_key,
+                checkpoint={"query": query, "step": 0, "history": []},
+                **({"status": RunStatus.RUNNING, "started_at": timezone.now()} if first_step_here else {}),
             )
+            if first_step_here:
+                # Inserted once, as the first step leaves it, when the transaction ends (what
+                # refers to it meanwhile, a pause, is checked against it at commit).
+                events.at_end(partial(RUNS.insert, run))
+            else:
+                RUNS.insert(run)
             events.emit(
                 run=run,
                 type=events.TASK_SPAWNED,
