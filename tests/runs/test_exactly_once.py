@@ -23,7 +23,7 @@ from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent, unregister_agent
 from runs.runtime.tools import Tool
 from tests.approvals.test_races import in_threads
-from tests.conftest import requires_postgres
+from tests.conftest import GatedProbe, requires_postgres
 
 
 def start(people, query, agent, who="alice", **kwargs) -> Run:
@@ -291,6 +291,27 @@ def test_race_concurrent_starts_with_one_idempotency_key(people_tx):
     assert not [r for r in results if isinstance(r, Exception)], results
     assert len({run.pk for run, _ in results}) == 1 and [reused for _, reused in results].count(False) == 1
     assert Run.objects.count() == 1
+
+
+@race
+def test_race_concurrent_starts_of_an_inline_planner_with_one_idempotency_key(people_tx):
+    """Each start takes the first step (a gate: a pause minted) before its run row is
+    inserted at the end of its transaction; the losers' unique-key failure rolls their
+    pauses back with them."""
+    GatedProbe(inline=True)
+    try:
+        callers = [people_tx.caller("alice") for _ in range(10)]
+        results = in_threads(
+            10, lambda i: run_start(caller=callers[i], query="launch", agent_id="probe", idempotency_key="same-key")
+        )
+    finally:
+        unregister_agent("probe")
+    assert not [r for r in results if isinstance(r, Exception)], results
+    assert len({run.pk for run, _ in results}) == 1 and [reused for _, reused in results].count(False) == 1
+    run = Run.objects.get()
+    assert run.status == RunStatus.PAUSED
+    assert list(Pause.objects.values_list("run_id", "state")) == [(run.pk, "paused")]
+    assert Event.objects.filter(type="pause.requested").count() == 1
 
 
 @race
