@@ -79,6 +79,28 @@ class Rows(Generic[M]):
         _stored(row).update((field.attname, _kept(field, getattr(row, field.attname))) for field in fields)
         return row
 
+    def insert_next(self, row: M, number: str, within: tuple[str, ...]) -> M:
+        """INSERT the row with its `number` column one past the largest among the rows that
+        share its `within` columns (1 for the first), counted in the same statement. The
+        caller holds a lock that keeps anyone else from numbering those rows meanwhile."""
+        conn = transaction.get_connection()
+        counted = self._field(number)
+        fields = [field for field in self.fields if not field.primary_key]
+        values = [field.get_db_prep_save(field.pre_save(row, True), conn) for field in fields if field is not counted]
+        where = {name: getattr(row, self._field(name).attname) for name in within}
+        key = ("insert_next", conn.vendor, number, within)
+        sql = self._cached(key, lambda: self._insert_next_sql(conn, fields, counted, list(within)))
+        with prepared_cursor(conn) as cursor:
+            cursor.execute(
+                sql,
+                [*values[: fields.index(counted)], *self._where_params(conn, where), *values[fields.index(counted) :]],
+            )
+            row.pk, numbered = cursor.fetchone()
+        setattr(row, counted.attname, numbered)
+        row._state.adding, row._state.db = False, conn.alias
+        _stored(row).update((field.attname, _kept(field, getattr(row, field.attname))) for field in self.fields)
+        return row
+
     def update(self, row: M, names: Iterable[str] | None = None) -> None:
         """Write the row's fields by primary key: the named ones, or those that differ from
         what this row last read or wrote (all, for a row these statements did not read);
@@ -190,6 +212,18 @@ class Rows(Generic[M]):
         columns = ", ".join(quote(field.column) for field in fields)
         sql = f"INSERT INTO {quote(self.meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
         return sql + (f" RETURNING {quote(self.meta.pk.column)}" if returning else "")
+
+    def _insert_next_sql(
+        self, conn: BaseDatabaseWrapper, fields: list[models.Field], counted: models.Field, within: list[str]
+    ) -> str:
+        quote = conn.ops.quote_name
+        table = quote(self.meta.db_table)
+        columns = ", ".join(quote(field.column) for field in fields)
+        following = (
+            f"(SELECT COALESCE(MAX({quote(counted.column)}), 0) + 1 FROM {table} WHERE {self._where_sql(conn, within)})"
+        )
+        slots = ", ".join(following if field is counted else "%s" for field in fields)
+        return f"INSERT INTO {table} ({columns}) VALUES ({slots}) RETURNING {quote(self.meta.pk.column)}, {quote(counted.column)}"
 
     def _update_sql(self, conn: BaseDatabaseWrapper, fields: list[models.Field]) -> str:
         quote = conn.ops.quote_name

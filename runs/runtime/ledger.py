@@ -8,29 +8,30 @@ from runs.models import Run, ToolCall, ToolCallOutcome
 from .tools import Tool
 
 
-def open_attempt(run: Run, tool: Tool, step: int, worker: str, *, opened: int | None) -> ToolCall:
-    """A new ledger row for this execution. `opened` is how many attempts the pending call
-    has had (its checkpoint counts them in the transaction that opens each; None: not
-    counted, so the ledger is). An earlier attempt still marked running had a worker that
-    died (we hold the lease it lost): it is marked lost."""
-    if opened != 0:  # the first attempt has no earlier one to look for
-        TOOL_CALLS.update_where(
-            {"run": run, "step": step, "outcome": ToolCallOutcome.RUNNING},
-            outcome=ToolCallOutcome.LOST,
-            finished_at=timezone.now(),
-        )
-    number = (ToolCall.objects.filter(run=run, step=step).count() if opened is None else opened) + 1
-    return TOOL_CALLS.insert(
+def open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
+    """A new ledger row for this execution, numbered after the step's earlier attempts in
+    the statement that inserts it (the caller holds the run's lock). The attempt before it,
+    if it is still marked running, had a worker that died (we hold the lease it lost): it
+    is marked lost. Each opening settles the one before, so no older one is running."""
+    attempt = TOOL_CALLS.insert_next(
         ToolCall(
             tenant_id=run.tenant_id,
             run=run,
             step=step,
-            attempt=number,
             tool=tool.name,
             worker=worker,
             idempotency_key=f"{run.pk}:{step}",
-        )
+        ),
+        number="attempt",
+        within=("run", "step"),
     )
+    if attempt.attempt > 1:
+        TOOL_CALLS.update_where(
+            {"run": run, "step": step, "attempt": attempt.attempt - 1, "outcome": ToolCallOutcome.RUNNING},
+            outcome=ToolCallOutcome.LOST,
+            finished_at=timezone.now(),
+        )
+    return attempt
 
 
 def settle_attempt(attempt: ToolCall, outcome: str, error: str = "") -> bool:

@@ -210,7 +210,7 @@ def _act(lease: Lease | None, run: Run, boundary: Boundary, decision: Decision) 
             history_entry={"pause": decision.cause},
         )
         return None
-    return _call(lease, run, ctx, step, {"tool": decision.tool, "args": decision.args, "step": step, "attempts": 0})
+    return _call(lease, run, ctx, step, {"tool": decision.tool, "args": decision.args, "step": step})
 
 
 def _call(lease: Lease | None, run: Run, ctx: ToolContext, step: int, pending: dict[str, Any]) -> Call | None:
@@ -230,9 +230,8 @@ def _call(lease: Lease | None, run: Run, ctx: ToolContext, step: int, pending: d
     if lease is None:
         RUNS.update(run, ["checkpoint"])
         return None
-    attempt = open_attempt(run, tool, step, lease.worker, opened=pending.get("attempts"))
-    checkpoint["pending_call"] = {**pending, "attempts": attempt.attempt}
-    RUNS.update(run, ["checkpoint"])
+    attempt = open_attempt(run, tool, step, lease.worker)
+    RUNS.update(run)  # a new pending call; one the checkpoint holds already (approved, retried) is not written again
     ctx.idempotency_key = attempt.idempotency_key
     events.emit(
         run=run,

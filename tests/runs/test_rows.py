@@ -67,6 +67,22 @@ def test_an_append_only_row_is_inserted_with_its_key_and_settled_once_only(run):
         TOOL_CALLS.update(call)
 
 
+def test_insert_next_numbers_a_row_after_the_rows_it_shares_its_columns_with(run):
+    def attempt(step: int) -> ToolCall:
+        with transaction.atomic():
+            return TOOL_CALLS.insert_next(
+                ToolCall(tenant_id=run.tenant_id, run=run, step=step, tool="t", worker="w", idempotency_key="k"),
+                number="attempt",
+                within=("run", "step"),
+            )
+
+    numbered = [attempt(0), attempt(0), attempt(1), attempt(0)]
+    assert [call.attempt for call in numbered] == [1, 2, 1, 3]
+    assert all(call.pk is not None and not call._state.adding for call in numbered)
+    stored = ToolCall.objects.filter(run=run).order_by("step", "attempt").values_list("pk", "step", "attempt")
+    assert list(stored) == sorted(((c.pk, c.step, c.attempt) for c in numbered), key=lambda row: row[1:])
+
+
 def test_an_update_of_a_row_read_here_writes_only_what_changed(run):
     with transaction.atomic():
         locked = RUNS.lock(pk=run.pk)
