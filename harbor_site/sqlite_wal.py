@@ -46,17 +46,10 @@ def hold(path: str) -> None:
             ).start()
 
 
-def checkpoint(held: sqlite3.Connection) -> tuple[int, int]:
-    """Copy what it can of the log into the database file: (frames in the log, frames
-    copied); both -1 when the database is not in WAL mode."""
-    _, frames, copied = held.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    return frames, copied
-
-
 def _checkpoint_forever(held: sqlite3.Connection) -> None:
     while True:
         time.sleep(CHECKPOINT_SECONDS)
         try:
-            checkpoint(held)
+            held.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()  # copies what no reader still needs
         except sqlite3.Error:
             log.warning("checkpoint of the write-ahead log failed; the next one tries again", exc_info=True)

@@ -86,15 +86,17 @@ class Rows(Generic[M]):
         conn = transaction.get_connection()
         counted = self._field(number)
         fields = [field for field in self.fields if not field.primary_key]
-        values = [field.get_db_prep_save(field.pre_save(row, True), conn) for field in fields if field is not counted]
         where = {name: getattr(row, self._field(name).attname) for name in within}
+        params: list[object] = []
+        for field in fields:  # the counted column's slot is the subquery: its params go there
+            if field is counted:
+                params += self._where_params(conn, where)
+            else:
+                params.append(field.get_db_prep_save(field.pre_save(row, True), conn))
         key = ("insert_next", conn.vendor, number, within)
         sql = self._cached(key, lambda: self._insert_next_sql(conn, fields, counted, list(within)))
         with prepared_cursor(conn) as cursor:
-            cursor.execute(
-                sql,
-                [*values[: fields.index(counted)], *self._where_params(conn, where), *values[fields.index(counted) :]],
-            )
+            cursor.execute(sql, params)
             row.pk, numbered = cursor.fetchone()
         setattr(row, counted.attname, numbered)
         row._state.adding, row._state.db = False, conn.alias
