@@ -112,6 +112,7 @@ TEMPLATES = [
 
 DATABASES: dict[str, dict[str, Any]]
 CHANNEL_LAYERS: dict[str, dict[str, object]]
+CHANNEL_GROUP_EXPIRY_SECONDS = 120
 if EMBEDDED:
     DATABASES = {
         "default": {
@@ -143,7 +144,15 @@ else:
     # Parameters bound by the server, so the run loop's few statements can be prepared and
     # planned once per connection (runs.domain.rows.prepared_cursor); nothing else is.
     DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    # A process that dies leaves its group memberships in Redis, and every push writes to each
+    # member: channels_redis keeps them a day by default. Live processes re-join theirs every
+    # 30 s (runs.domain.streams.Hub.REJOIN_SECONDS), so a dead one's go after two minutes.
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "group_expiry": CHANNEL_GROUP_EXPIRY_SECONDS},
+        }
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
