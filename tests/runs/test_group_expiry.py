@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 
 from runs.domain.streams import Hub, Tail, hub_for
+from tests.runs.api.test_sse import _in_own_loop
 from tests.runs.test_consumer_delivery import Redis
 
 
@@ -50,7 +51,7 @@ def test_a_dead_processs_membership_expires_and_a_live_hubs_does_not(monkeypatch
         return got, [m.decode() for m in members], hub.channel, dead
 
     try:
-        got, members, live, dead = asyncio.run(scenario())
+        got, members, live, dead = _in_own_loop(scenario())  # an earlier test may hold this thread's loop
     finally:
         redis.stop()
     assert got == [1]
