@@ -64,41 +64,31 @@ class Rows(Generic[M]):
         immediate transaction already holds the database), or None."""
         return self._select(where, order)
 
-    def insert(self, row: M) -> M:
-        """INSERT the row; a key the database makes (an autoincrement) comes back with it."""
+    def insert(self, row: M, *, numbered: tuple[str, tuple[str, ...]] | None = None) -> M:
+        """INSERT the row; a key the database makes (an autoincrement) comes back with it.
+        With `numbered=(column, within)` that column is one past the largest among the rows
+        sharing the row's `within` columns (1 for the first), counted in the same statement;
+        the caller holds a lock that keeps anyone else from numbering those rows meanwhile."""
         conn = transaction.get_connection()
         returning = row.pk is None
+        column, within = numbered or ("", ())
+        counted = self._field(column) if numbered else None
         fields = [field for field in self.fields if not (returning and field.primary_key)]
-        values = [field.get_db_prep_save(field.pre_save(row, True), conn) for field in fields]
-        sql = self._cached(("insert", conn.vendor, returning), lambda: self._insert_sql(conn, fields, returning))
-        with prepared_cursor(conn) as cursor:
-            cursor.execute(sql, values)
-            if returning:
-                row.pk = cursor.fetchone()[0]
-        row._state.adding, row._state.db = False, conn.alias
-        _stored(row).update((field.attname, _kept(field, getattr(row, field.attname))) for field in fields)
-        return row
-
-    def insert_next(self, row: M, number: str, within: tuple[str, ...]) -> M:
-        """INSERT the row with its `number` column one past the largest among the rows that
-        share its `within` columns (1 for the first), counted in the same statement. The
-        caller holds a lock that keeps anyone else from numbering those rows meanwhile."""
-        conn = transaction.get_connection()
-        counted = self._field(number)
-        fields = [field for field in self.fields if not field.primary_key]
-        where = {name: getattr(row, self._field(name).attname) for name in within}
         params: list[object] = []
-        for field in fields:  # the counted column's slot is the subquery: its params go there
-            if field is counted:
-                params += self._where_params(conn, where)
+        for field in fields:
+            if field is counted:  # its slot is the subquery over the rows it counts after
+                params += self._where_params(conn, {name: getattr(row, self._field(name).attname) for name in within})
             else:
                 params.append(field.get_db_prep_save(field.pre_save(row, True), conn))
-        key = ("insert_next", conn.vendor, number, within)
-        sql = self._cached(key, lambda: self._insert_next_sql(conn, fields, counted, list(within)))
+        key = ("insert", conn.vendor, returning, numbered)
+        sql = self._cached(key, lambda: self._insert_sql(conn, fields, returning, counted, list(within)))
         with prepared_cursor(conn) as cursor:
             cursor.execute(sql, params)
-            row.pk, numbered = cursor.fetchone()
-        setattr(row, counted.attname, numbered)
+            returned: tuple[Any, ...] = cursor.fetchone() if returning or counted else ()
+        if returning:
+            row.pk = returned[0]
+        if counted is not None:
+            setattr(row, counted.attname, returned[-1])
         row._state.adding, row._state.db = False, conn.alias
         _stored(row).update((field.attname, _kept(field, getattr(row, field.attname))) for field in self.fields)
         return row
@@ -209,23 +199,27 @@ class Rows(Generic[M]):
             sql += f" FOR {strength} OF {quote(table)}"
         return sql
 
-    def _insert_sql(self, conn: BaseDatabaseWrapper, fields: list[models.Field], returning: bool) -> str:
-        quote = conn.ops.quote_name
-        columns = ", ".join(quote(field.column) for field in fields)
-        sql = f"INSERT INTO {quote(self.meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
-        return sql + (f" RETURNING {quote(self.meta.pk.column)}" if returning else "")
-
-    def _insert_next_sql(
-        self, conn: BaseDatabaseWrapper, fields: list[models.Field], counted: models.Field, within: list[str]
+    def _insert_sql(
+        self,
+        conn: BaseDatabaseWrapper,
+        fields: list[models.Field],
+        returning: bool,
+        counted: models.Field | None,
+        within: list[str],
     ) -> str:
         quote = conn.ops.quote_name
         table = quote(self.meta.db_table)
         columns = ", ".join(quote(field.column) for field in fields)
         following = (
             f"(SELECT COALESCE(MAX({quote(counted.column)}), 0) + 1 FROM {table} WHERE {self._where_sql(conn, within)})"
+            if counted
+            else ""
         )
         slots = ", ".join(following if field is counted else "%s" for field in fields)
-        return f"INSERT INTO {table} ({columns}) VALUES ({slots}) RETURNING {quote(self.meta.pk.column)}, {quote(counted.column)}"
+        back = [self.meta.pk] if returning else []
+        back += [counted] if counted is not None else []
+        sql = f"INSERT INTO {table} ({columns}) VALUES ({slots})"
+        return sql + (f" RETURNING {', '.join(quote(field.column) for field in back)}" if back else "")
 
     def _update_sql(self, conn: BaseDatabaseWrapper, fields: list[models.Field]) -> str:
         quote = conn.ops.quote_name

@@ -107,12 +107,9 @@ def run_start(
                 checkpoint={"query": query, "step": 0, "history": []},
                 **({"status": RunStatus.RUNNING, "started_at": timezone.now()} if first_step_here else {}),
             )
-            if first_step_here:
-                # Inserted once, as the first step leaves it, when the transaction ends (what
-                # refers to it meanwhile, a pause, is checked against it at commit).
-                events.at_end(partial(RUNS.insert, run))
-            else:
-                RUNS.insert(run)
+            # Inserted once, as the first step (if any) leaves it, when the transaction ends;
+            # what refers to it meanwhile (a pause) is checked against it at commit.
+            events.at_end(partial(RUNS.insert, run))
             events.emit(
                 run=run,
                 type=events.TASK_SPAWNED,

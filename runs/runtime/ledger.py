@@ -13,7 +13,7 @@ def open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
     the statement that inserts it (the caller holds the run's lock). The attempt before it,
     if it is still marked running, had a worker that died (we hold the lease it lost): it
     is marked lost. Each opening settles the one before, so no older one is running."""
-    attempt = TOOL_CALLS.insert_next(
+    attempt = TOOL_CALLS.insert(
         ToolCall(
             tenant_id=run.tenant_id,
             run=run,
@@ -22,8 +22,7 @@ def open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
             worker=worker,
             idempotency_key=f"{run.pk}:{step}",
         ),
-        number="attempt",
-        within=("run", "step"),
+        numbered=("attempt", ("run", "step")),
     )
     if attempt.attempt > 1:
         TOOL_CALLS.update_where(

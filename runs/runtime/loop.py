@@ -227,11 +227,10 @@ def _call(lease: Lease | None, run: Run, ctx: ToolContext, step: int, pending: d
     if tool.needs_approval(pending["args"]) and not pending.get("approved"):
         park_for_gate(run, ctx, tool, pending["args"])
         return None
+    RUNS.update(run)  # a new pending call; one the checkpoint holds already (approved, retried) is not written again
     if lease is None:
-        RUNS.update(run, ["checkpoint"])
         return None
     attempt = open_attempt(run, tool, step, lease.worker)
-    RUNS.update(run)  # a new pending call; one the checkpoint holds already (approved, retried) is not written again
     ctx.idempotency_key = attempt.idempotency_key
     events.emit(
         run=run,

@@ -67,13 +67,12 @@ def test_an_append_only_row_is_inserted_with_its_key_and_settled_once_only(run):
         TOOL_CALLS.update(call)
 
 
-def test_insert_next_numbers_a_row_after_the_rows_it_shares_its_columns_with(run):
+def test_a_numbered_insert_counts_after_the_rows_it_shares_its_columns_with(run):
     def attempt(step: int) -> ToolCall:
         with transaction.atomic():
-            return TOOL_CALLS.insert_next(
+            return TOOL_CALLS.insert(
                 ToolCall(tenant_id=run.tenant_id, run=run, step=step, tool="t", worker="w", idempotency_key="k"),
-                number="attempt",
-                within=("run", "step"),
+                numbered=("attempt", ("run", "step")),
             )
 
     numbered = [attempt(0), attempt(0), attempt(1), attempt(0)]
