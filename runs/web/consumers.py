@@ -136,18 +136,43 @@ def _read_many(reads: list[Read]) -> list[ReadResult]:
             callers[read] = caller
     viewers = dict(zip(callers, viewers_of(list(callers.values())), strict=True))
     heads = {tenant_id: selectors.events_head(tenant_id=tenant_id) for tenant_id in {r.tenant_id for r in callers}}
+    logs = _logs_after(
+        [read for read in callers if read.log and read.cursor < heads[read.tenant_id]], callers, viewers, heads
+    )
     results: list[ReadResult] = []
     for read in reads:
         found = callers.get(read)
         if found is None:
             close = CLOSE_UNAUTHENTICATED if signed[read.session_key] != str(read.user_id) else CLOSE_FORBIDDEN
             results.append((close, [], read.cursor, None, 0))
-        elif not read.log or read.cursor >= heads[read.tenant_id]:
-            results.append((None, [], read.cursor, viewers[read], heads[read.tenant_id]))
         else:
-            envelopes, cursor = streams.read_after(caller=found, cursor=read.cursor, run_id=read.run_id)
+            envelopes, cursor = logs.get(read, ([], read.cursor))
             results.append((None, envelopes, cursor, viewers[read], heads[read.tenant_id]))
     return results
+
+
+def _logs_after(
+    behind: list[Read], callers: dict[Read, Caller], viewers: dict[Read, Viewer], heads: dict[int, int]
+) -> dict[Read, tuple[list[Envelope], int]]:
+    """The log after each cursor: the sockets of a tenant a page or less behind its head
+    share one read (a commit that every socket must catch up on costs two queries, not two
+    per socket); a socket further behind (one that reconnected after a while) pages alone."""
+    logs: dict[Read, tuple[list[Envelope], int]] = {}
+    near: dict[int, list[Read]] = {}
+    for read in behind:
+        if heads[read.tenant_id] - read.cursor <= streams.BATCH:
+            near.setdefault(read.tenant_id, []).append(read)
+        else:
+            logs[read] = streams.read_after(caller=callers[read], cursor=read.cursor, run_id=read.run_id)
+    for tenant_id, reads in near.items():
+        shared = streams.read_after_shared(
+            tenant_id=tenant_id,
+            tenant_slug=callers[reads[0]].tenant.slug,
+            head=heads[tenant_id],
+            reads=[(viewers[read], read.cursor, read.run_id) for read in reads],
+        )
+        logs.update({read: (envelopes, heads[tenant_id]) for read, envelopes in zip(reads, shared, strict=True)})
+    return logs
 
 
 class _Reads:

@@ -4,6 +4,7 @@ fixed number of queries however many sockets; a push that never came is read fro
 after the next re-check."""
 
 import asyncio
+import dataclasses
 
 import pytest
 from channels.db import database_sync_to_async
@@ -13,7 +14,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from approvals.models import Pause
-from runs.domain import events
+from runs.domain import events, selectors, streams
 from runs.domain.streams import Tail, hub_for
 from runs.identity.permissions import delegate
 from runs.identity.visibility import viewer_of, viewers_of
@@ -182,3 +183,49 @@ async def test_a_push_that_never_came_is_read_from_the_log_after_the_recheck(peo
     last = (await logged())[-1]
     assert (await receive_until(bob, last, timeout=5))[-1] == last
     await bob.disconnect()
+
+
+@database_sync_to_async
+def shared_and_one_by_one(people):
+    """Every socket's log read, shared and one by one: owners in and out of the pausing
+    session, each role, a member with a run delegated to her (not its pause), run pages."""
+    run = start.func(people, "alice", "launch", "probe")
+    drain()
+    start.func(people, "mallory")
+    delegate(run, user=people.caller("mallory").user, permission="view_run")
+    callers = [people.caller(user) for user in ("alice", "bob", "olivia", "ada", "mallory")]
+    callers.append(people.caller("alice", session="s2"))
+    head = selectors.events_head(tenant_id=people.acme.pk)
+    reads = [(caller, cursor, run_id) for caller in callers for cursor in (0, 3) for run_id in (None, run.pk)]
+    shared = streams.read_after_shared(
+        tenant_id=people.acme.pk,
+        tenant_slug="acme",
+        head=head,
+        reads=[(viewer_of(caller), cursor, run_id) for caller, cursor, run_id in reads],
+    )
+    one_by_one = [streams.read_after(caller=caller, cursor=cursor, run_id=run_id) for caller, cursor, run_id in reads]
+    return shared, one_by_one, head
+
+
+async def test_the_shared_log_read_is_each_sockets_read_one_by_one(people_tx, probe):
+    shared, one_by_one, head = await shared_and_one_by_one(people_tx)
+    assert shared == [envelopes for envelopes, _ in one_by_one]
+    assert {cursor for _, cursor in one_by_one} == {head}  # the cursor each moves to
+    tokens = {e["payload"]["PauseToken"] for envelopes in shared for e in envelopes if "PauseToken" in e["payload"]}
+    assert None in tokens and len(tokens) == 2  # shown to some sockets, not to others
+    assert len({len(envelopes) for envelopes in shared}) > 2  # the rule kept some events from some
+
+
+async def test_the_log_read_of_many_sockets_behind_takes_the_queries_of_one(people_tx):
+    run = await start(people_tx, "alice")
+    await emit(run, 3)
+
+    async def behind(users: list[str]) -> tuple[int, list]:
+        return await queries_of([dataclasses.replace(r, log=True) for r in await reads_for(people_tx, users)])
+
+    await behind(["bob"])  # content types are cached from now on
+    one, results_one = await behind(["bob"])
+    many, results_many = await behind(["bob", "olivia", "alice", "ada", "mallory"])
+    assert one == many == 5  # the re-check's 4, then the log once for all (no pause here: no token)
+    assert results_many[0][1] == results_one[0][1] and results_one[0][1]  # bob's events, either way
+    assert {cursor for _, _, cursor, _, _ in results_many} == {(await logged())[-1]}
