@@ -64,17 +64,18 @@ def read_after(
 
 
 def read_after_shared(
-    *, tenant_id: int, tenant_slug: str, head: int, reads: list[tuple[Viewer, int, str | None]]
+    *, tenant_id: int, tenant_slug: str, reads: list[tuple[Viewer, int, int, str | None]]
 ) -> list[list[Envelope]]:
-    """`read_after` for many streams of one tenant, each at most BATCH events behind `head`
-    (viewer, cursor, run or None): one read of the log from the lowest cursor, and of the
-    pauses whose tokens it carries, then the visibility rule applied per stream on the rows
-    read (`Viewer`, the rule the queries apply). A thousand sockets catching up on one commit
-    cost two queries, not a few thousand. Each stream's cursor moves to `head`."""
-    low = min(cursor for _, cursor, _ in reads)
-    assert head - low <= BATCH, "a stream further behind pages through read_after"
+    """`read_after` for many streams of one tenant, each reading the events after its cursor
+    up to a head at most BATCH later (viewer, cursor, head, run or None): one read of the
+    log, and of the pauses whose tokens it carries, then the visibility rule applied per
+    stream on the rows read (`Viewer`, the rule the queries apply). A thousand sockets
+    catching up on one commit cost two queries, not a few thousand. Each stream's cursor
+    moves to its head."""
+    low, high = min(cursor for _, cursor, _, _ in reads), max(head for _, _, head, _ in reads)
+    assert all(head - cursor <= BATCH for _, cursor, head, _ in reads), "further behind: page with read_after"
     rows = list(
-        Event.objects.filter(tenant_id=tenant_id, sequence__gt=low, sequence__lte=head)
+        Event.objects.filter(tenant_id=tenant_id, sequence__gt=low, sequence__lte=high)
         .annotate(owner_id=F("run__owner_id"))
         .order_by("sequence")
     )
@@ -99,11 +100,11 @@ def read_after_shared(
         [
             shown(row, viewer)
             for row in rows
-            if row.sequence > cursor
+            if cursor < row.sequence <= head
             and (run_id is None or row.run_id == run_id)
             and viewer.sees_run(owner_id=row.owner_id, run_id=row.run_id)
         ]
-        for viewer, cursor, run_id in reads
+        for viewer, cursor, head, run_id in reads
     ]
 
 

@@ -7,8 +7,9 @@ first replays the durable log after that cursor, so a page that reconnects misse
 Groups are named from server-side ids only; the client's query string picks a run, which
 is permission-checked before its group is joined. A group message is only a nudge: the
 socket reads what it sends from the durable log after its cursor (`streams.read_after`),
-re-checking on every read that the person may still see it, so a push never leaks across
-tenants or past a revoked membership, and a dropped nudge costs nothing but a delay.
+re-checking every few seconds, and at once on a membership change, that the person may still
+see it, so a push never leaks across tenants or past a revoked membership, and a dropped
+nudge costs nothing but a delay.
 Pushes reach a socket from its process's Hub (runs.domain.streams) by a direct call, with no
 per-socket channel, queue or thread hop; what does read the database (the re-check and the
 log after a gap) is batched across the process's sockets, one thread hop per batch.
@@ -91,6 +92,11 @@ class Read:
     run_id: str | None
     cursor: int
     log: bool = True  # False: a periodic re-check, which reads the tenant's head, not the log
+    # The socket's Viewer while its last re-check is current: a catch-up then reads only the
+    # log, under the rule a push is delivered by, and only as far as `upto` (the last push it
+    # received: nothing a push would not have delivered). None re-checks the person first.
+    viewer: Viewer | None = None
+    upto: int = 0
 
 
 # (close code, envelopes, new cursor, viewer, the tenant's head)
@@ -115,9 +121,45 @@ def _signed_in_users(session_keys: set[str]) -> dict[str, str | None]:
 
 def _read_many(reads: list[Read]) -> list[ReadResult]:
     """For each read: a close code once the person may no longer listen, else the next
-    envelopes after its cursor, the new cursor, and the person's Viewer as of now (role,
-    delegations). The re-checks of a batch take a few queries in all, and the log is read
-    only by sockets behind their tenant's head."""
+    envelopes after its cursor, the new cursor, and the person's Viewer (as of now when
+    re-checked: role, delegations). The re-checks of a batch take a few queries in all, a
+    catch-up under a current Viewer none, and the log is read only for sockets behind their
+    tenant's head, once per tenant."""
+    heads = selectors.events_heads(tenant_ids={read.tenant_id for read in reads})
+
+    def head_of(read: Read) -> int:  # as far as this read may read
+        head = heads.get(read.tenant_id, (0, ""))[0]
+        return head if read.viewer is None else min(head, read.upto)
+
+    checked = [
+        read
+        for read in reads
+        if read.viewer is None
+        or read.tenant_id not in heads
+        or (read.log and head_of(read) - read.cursor > streams.BATCH)
+    ]
+    signed, callers = _recheck(checked)
+    viewers = {read: read.viewer for read in reads if read.viewer is not None}
+    viewers.update(zip(callers, viewers_of(list(callers.values())), strict=True))
+    listening = [read for read in reads if read in callers or read not in checked]
+    behind = [read for read in listening if read.log and read.cursor < head_of(read)]
+    logs = _logs_after(behind, callers, viewers, {read: head_of(read) for read in behind}, heads)
+    results: list[ReadResult] = []
+    for read in reads:
+        if read in checked and read not in callers:
+            close = CLOSE_UNAUTHENTICATED if signed[read.session_key] != str(read.user_id) else CLOSE_FORBIDDEN
+            results.append((close, [], read.cursor, None, 0))
+        else:
+            envelopes, cursor = logs.get(read, ([], read.cursor))
+            results.append((None, envelopes, cursor, viewers[read], heads.get(read.tenant_id, (0, ""))[0]))
+    return results
+
+
+def _recheck(reads: list[Read]) -> tuple[dict[str, str | None], dict[Read, Caller]]:
+    """Whom each login session signs in, and a Caller for each read whose person may
+    still listen (signed in, an active member of the tenant)."""
+    if not reads:
+        return {}, {}
     signed = _signed_in_users({read.session_key for read in reads})
     memberships = {
         (m.user_id, m.tenant_id): m
@@ -134,44 +176,34 @@ def _read_many(reads: list[Read]) -> list[ReadResult]:
             )
             caller.__dict__["role"] = membership.role  # Caller.role, as it would read it
             callers[read] = caller
-    viewers = dict(zip(callers, viewers_of(list(callers.values())), strict=True))
-    heads = {tenant_id: selectors.events_head(tenant_id=tenant_id) for tenant_id in {r.tenant_id for r in callers}}
-    logs = _logs_after(
-        [read for read in callers if read.log and read.cursor < heads[read.tenant_id]], callers, viewers, heads
-    )
-    results: list[ReadResult] = []
-    for read in reads:
-        found = callers.get(read)
-        if found is None:
-            close = CLOSE_UNAUTHENTICATED if signed[read.session_key] != str(read.user_id) else CLOSE_FORBIDDEN
-            results.append((close, [], read.cursor, None, 0))
-        else:
-            envelopes, cursor = logs.get(read, ([], read.cursor))
-            results.append((None, envelopes, cursor, viewers[read], heads[read.tenant_id]))
-    return results
+    return signed, callers
 
 
 def _logs_after(
-    behind: list[Read], callers: dict[Read, Caller], viewers: dict[Read, Viewer], heads: dict[int, int]
+    behind: list[Read],
+    callers: dict[Read, Caller],
+    viewers: dict[Read, Viewer],
+    upto: dict[Read, int],
+    heads: dict[int, tuple[int, str]],
 ) -> dict[Read, tuple[list[Envelope], int]]:
     """The log after each cursor: the sockets of a tenant a page or less behind its head
     share one read (a commit that every socket must catch up on costs two queries, not two
-    per socket); a socket further behind (one that reconnected after a while) pages alone."""
+    per socket); a socket further behind (one that reconnected after a while, re-checked)
+    pages alone."""
     logs: dict[Read, tuple[list[Envelope], int]] = {}
     near: dict[int, list[Read]] = {}
     for read in behind:
-        if heads[read.tenant_id] - read.cursor <= streams.BATCH:
+        if upto[read] - read.cursor <= streams.BATCH:
             near.setdefault(read.tenant_id, []).append(read)
         else:
             logs[read] = streams.read_after(caller=callers[read], cursor=read.cursor, run_id=read.run_id)
     for tenant_id, reads in near.items():
         shared = streams.read_after_shared(
             tenant_id=tenant_id,
-            tenant_slug=callers[reads[0]].tenant.slug,
-            head=heads[tenant_id],
-            reads=[(viewers[read], read.cursor, read.run_id) for read in reads],
+            tenant_slug=heads[tenant_id][1],
+            reads=[(viewers[read], read.cursor, upto[read], read.run_id) for read in reads],
         )
-        logs.update({read: (envelopes, heads[tenant_id]) for read, envelopes in zip(reads, shared, strict=True)})
+        logs.update({read: (envelopes, upto[read]) for read, envelopes in zip(reads, shared, strict=True)})
     return logs
 
 
@@ -346,8 +378,10 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             if after is not None
             else await database_sync_to_async(selectors.events_head)(tenant_id=self.tenant_id)
         )
+        self.vouched = self.cursor  # the last sequence a push announced
         self.wake = asyncio.Event()
         self.catch_up = True  # the next read reads the log (else it only re-checks the person)
+        self.recheck = True  # the next read re-checks the person (the first; a tick), else only when due
         self.wake.set()
         self.pump = asyncio.create_task(self._pump())
 
@@ -370,13 +404,11 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
     async def harbor_events(self, message: dict) -> None:
         """Events pushed after their commit. When they follow the cursor (nothing missed)
         and the person was re-checked lately, they are delivered from the message itself;
-        otherwise the pump reads the log, which also re-checks the person."""
+        otherwise the pump reads the log (re-checking the person when due)."""
         if self.pump is None or message.get("sequence", 0) <= self.cursor:
             return
-        # The quiet-spell tick re-checks every recheck interval; a push is delivered from the
-        # message while that re-check is current (a tick may be under way: twice the interval).
-        due = time.monotonic() - self.checked_at > 2 * self._recheck_seconds()
-        if due or self.sending.locked() or message.get("first") != self.cursor + 1:
+        self.vouched = max(self.vouched, message["sequence"])
+        if not self._checked_lately() or self.sending.locked() or message.get("first") != self.cursor + 1:
             self._catch_up()
             return
         async with self.sending:
@@ -388,16 +420,19 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             self.pushed += 1
         if self.pushed >= self.settle_after:
             # After many pushed batches in a row the layer may have dropped the last of them
-            # (nothing later would reveal the gap): read the log once the burst goes quiet.
+            # (nothing later would reveal the gap): once the burst goes quiet, compare the
+            # tenant's head with the cursor (a thousand sockets: one query), and read the log
+            # only if they differ.
             if self.settle is not None:
                 self.settle.cancel()
-            self.settle = asyncio.get_running_loop().call_later(SETTLE_SECONDS, self._catch_up)
+            self.settle = asyncio.get_running_loop().call_later(SETTLE_SECONDS, self.wake.set)
 
     async def harbor_tick(self, message: dict) -> None:
         """A quiet spell: re-check the person (and the log if the tenant moved past the
         cursor without a push); a failing layer: read the log."""
         if self.pump is not None:
             self.catch_up = self.catch_up or not (self.tail and self.tail.up)
+            self.recheck = True
             self.wake.set()
 
     async def harbor_close(self, message: dict) -> None:
@@ -409,6 +444,12 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             self.checked_at = 0.0  # nothing is delivered from a push before the re-check
             self._catch_up()
 
+    def _checked_lately(self) -> bool:
+        """Whether the person's last re-check is current: the quiet-spell tick re-checks every
+        interval, and one may be under way (twice the interval). Until then a push is
+        delivered from its message, and a catch-up reads the log under the same Viewer."""
+        return time.monotonic() - self.checked_at <= 2 * self._recheck_seconds()
+
     def _catch_up(self) -> None:
         self.catch_up = True
         self.wake.set()
@@ -417,6 +458,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         """A re-check saw the tenant's head past the cursor: unless the push of those
         events has arrived since, it was lost; read the log."""
         if self.cursor < head:
+            self.recheck = True  # rare (a lost push): read as far as the head, re-checked
             self._catch_up()
 
     async def _pump(self) -> None:
@@ -434,14 +476,29 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             while True:
                 # Read without holding the sender: pushes keep arriving meanwhile (a re-check
                 # usually finds nothing new), and what they sent is skipped below.
-                read = Read(self.user_id, self.tenant_id, self.session_key, self.run_id, self.cursor, self.catch_up)
-                self.catch_up = False
+                # A catch-up between re-checks (a gap, a burst gone quiet) reads only the log:
+                # a thousand sockets catching up re-check no one.
+                recheck = self.recheck or not self._checked_lately()
+                viewer = None if recheck else self.viewer
+                read = Read(
+                    self.user_id,
+                    self.tenant_id,
+                    self.session_key,
+                    self.run_id,
+                    self.cursor,
+                    self.catch_up,
+                    viewer,
+                    self.vouched,
+                )
+                self.catch_up = self.recheck = False
                 close, envelopes, cursor, viewer, head = await _reads_of_loop().read(read)
                 if close is not None:
                     await self.close(code=close)
                     return
                 async with self.sending:
-                    self.viewer, self.checked_at, self.pushed = viewer, time.monotonic(), 0
+                    self.viewer, self.pushed = viewer, 0
+                    if recheck:
+                        self.checked_at = time.monotonic()
                     for envelope in envelopes:
                         if envelope["sequence"] > self.cursor:  # else a push delivered it already
                             await self.send_json(envelope)

@@ -103,6 +103,32 @@ async def test_a_burst_faster_than_the_socket_reads_loses_nothing(people_tx):
         await communicator.disconnect()
 
 
+async def test_the_last_push_of_a_long_burst_lost_is_read_from_the_log_once_the_burst_goes_quiet(
+    people_tx, settings, monkeypatch
+):
+    """After half a channel's capacity of pushes in a row, a socket compares the tenant's
+    head with its cursor once the burst goes quiet: a lost last push (nothing later would
+    reveal the gap) costs a fraction of a second, not a wait for the next re-check."""
+    settings.HARBOR_WS_RECHECK_SECONDS = 120
+    run = await start(people_tx, "alice")
+    bob, connected, _ = await connect(user="bob")
+    assert connected
+    assert await bob.receive_nothing(timeout=0.3)
+    push, pushes = events._push, []
+
+    def losing_the_last(tenant_id, published):
+        pushes.append(published)
+        if len(pushes) < 60:
+            push(tenant_id, published)
+
+    monkeypatch.setattr(events, "_push", losing_the_last)
+    before = await logged()
+    await emit(run, 60)
+    burst = (await logged())[len(before) :]
+    assert await receive_until(bob, burst[-1], timeout=3) == burst
+    await bob.disconnect()
+
+
 async def signed_in_socket(username: str) -> tuple[Client, WebsocketCommunicator]:
     """A socket of a login session the test can log out of."""
     client = Client()

@@ -200,8 +200,7 @@ def shared_and_one_by_one(people):
     shared = streams.read_after_shared(
         tenant_id=people.acme.pk,
         tenant_slug="acme",
-        head=head,
-        reads=[(viewer_of(caller), cursor, run_id) for caller, cursor, run_id in reads],
+        reads=[(viewer_of(caller), cursor, head, run_id) for caller, cursor, run_id in reads],
     )
     one_by_one = [streams.read_after(caller=caller, cursor=cursor, run_id=run_id) for caller, cursor, run_id in reads]
     return shared, one_by_one, head
@@ -229,3 +228,26 @@ async def test_the_log_read_of_many_sockets_behind_takes_the_queries_of_one(peop
     assert one == many == 5  # the re-check's 4, then the log once for all (no pause here: no token)
     assert results_many[0][1] == results_one[0][1] and results_one[0][1]  # bob's events, either way
     assert {cursor for _, _, cursor, _, _ in results_many} == {(await logged())[-1]}
+
+
+async def test_a_catch_up_under_a_current_viewer_reads_only_the_log_as_far_as_it_was_vouched_for(people_tx):
+    """Between re-checks a socket catches up under the Viewer it holds, as far as a push or
+    its last re-check vouched for: many sockets behind cost the head and the log, no
+    re-check; one too far behind to share the read is re-checked and pages alone."""
+    run = await start(people_tx, "alice")
+    await emit(run, 3)
+    head = (await logged())[-1]
+    reads = await reads_for(people_tx, ["bob", "olivia", "alice", "ada", "mallory"])
+    _, checked = await queries_of([dataclasses.replace(r, log=True) for r in reads])
+    current = [
+        dataclasses.replace(r, log=True, viewer=result[3], upto=head) for r, result in zip(reads, checked, strict=True)
+    ]
+    count, trusted = await queries_of(current)
+    assert count == 2  # the tenant's head, and the log once for all
+    assert trusted == checked
+    await emit(run)  # committed after what was vouched for: left to its push or the re-check
+    _, again = await queries_of(current)
+    assert [(envelopes, cursor) for _, envelopes, cursor, _, _ in again] == [(r[1], head) for r in trusted]
+    await emit(run, streams.BATCH + 1)
+    count, (far,) = await queries_of([dataclasses.replace(current[0], upto=head + streams.BATCH + 1)])
+    assert count > 2 and far[3] == checked[0][3] and len(far[1]) == streams.BATCH  # re-checked, a page
