@@ -19,9 +19,9 @@ class Desk:
     process: subprocess.Popen
 
 
-def start_desk(*flags: str) -> Desk:
+def start_desk(*flags: str, env: dict[str, str] | None = None) -> Desk:
     port = free_port()
-    env = {**os.environ, "HARBOR_TRAVEL_DESK_SLOW_SECONDS": "4", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "HARBOR_TRAVEL_DESK_SLOW_SECONDS": "4", "PYTHONUNBUFFERED": "1", **(env or {})}
     process = subprocess.Popen(
         [PYTHON, "-m", "approvals.a2a.travel_desk", "--port", str(port), *flags],
         cwd=ROOT,

@@ -10,8 +10,11 @@ MAX_ANSWER_CHARS = 2000
 AUTH_REASON = "external_event"
 
 
-def a2a_input(reason: str, value: object) -> object:
-    """The value to store for a resume of an a2a pause, or 422 payload_invalid."""
+def a2a_input(reason: str, value: object, *, signs_in: bool = False) -> object:
+    """The value to store for a resume of an a2a pause, or 422 payload_invalid. A pause the
+    OAuth leg resolves (`signs_in`) is resumed with none: the token comes from the sign-in."""
+    if value is None and signs_in:
+        return None
     if not isinstance(value, str) or not value.strip():
         raise PayloadInvalid("input must be a non-empty text answer to the remote agent's question")
     if len(value) > MAX_ANSWER_CHARS:

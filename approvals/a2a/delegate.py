@@ -20,7 +20,7 @@ from runs.runtime.tools import Interrupted, ToolContext, ToolPause
 
 from . import bridge, wire
 from .answers import opened
-from .auth_leg import known_oauth_source
+from .auth_leg import known_oauth_source, sign_in, signed_in_token
 from .directory import RemoteAgent, remote_agent_for
 from .retry import with_retries
 from .wire import RemoteTask, stable_id
@@ -33,12 +33,12 @@ class RemoteTaskEnded(Exception):
 
 
 def delegate(args: dict, ctx: ToolContext) -> dict:
-    tenant_id = Run.objects.values_list("tenant_id", flat=True).get(pk=ctx.run_id)
-    agent = remote_agent_for(tenant_id, args["agent"])
+    run = Run.objects.select_related("tenant", "owner").get(pk=ctx.run_id)
+    agent = remote_agent_for(run.tenant_id, args["agent"])
     state = _call_state(ctx, agent)
-    task = _run(agent, state, ctx, lambda: _deliver(agent, state, args, ctx))
-    state.update(task_id=task.task_id, context_id=task.context_id, waiting="")
-    return _outcome(agent, state, task)
+    task = _run(agent, state, ctx, lambda: _deliver(run, agent, state, args, ctx))
+    state.update(task_id=task.task_id, context_id=task.context_id, waiting="", source="")
+    return _outcome(run, agent, state, task)
 
 
 def facts(args: dict, ctx: ToolContext) -> ToolFacts:
@@ -73,7 +73,7 @@ def _run(agent: RemoteAgent, state: dict, ctx: ToolContext, operation: Callable[
         raise Interrupted() from None
 
 
-def _deliver(agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext) -> RemoteTask:
+def _deliver(run: Run, agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext) -> RemoteTask:
     """One idempotent delivery: send what this call has not sent yet, else follow the task."""
     stop = _stop_probe(ctx)
     wait = lambda coroutine: bridge.call(coroutine, interrupted=stop)  # noqa: E731
@@ -92,7 +92,8 @@ def _deliver(agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext) -> R
             )
         )
     resolution = ctx.resumed or {}
-    if state["waiting"] and resolution.get("decision") == "resume":
+    answer = _answer(run, state, resolution)
+    if answer is not None:
         message_id = stable_id(ctx.idempotency_key, "answer", str(resolution.get("pause")))
         current = wait(wire.get(agent, state["task_id"]))
         if message_id in current.message_ids or current.state in wire.TERMINAL:
@@ -102,13 +103,25 @@ def _deliver(agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext) -> R
         return wait(
             wire.send(
                 agent,
-                text=opened(resolution.get("input")),
+                text=answer,
                 context_id=state["context_id"],
                 task_id=state["task_id"],
                 message_id=message_id,
             )
         )
     return wait(wire.follow(agent, state["task_id"]))
+
+
+def _answer(run: Run, state: dict, resolution: dict) -> str | None:
+    """What goes back to the remote task after a resume: the person's answer, or, for a
+    sign-in through the OAuth leg, her access token (read now, never stored with the pause).
+    None when there is nothing to send (no resume; a sign-in whose credential is gone: the
+    task is followed, and asks again)."""
+    if not state["waiting"] or resolution.get("decision") != "resume":
+        return None
+    if resolution.get("input") is None and state.get("source"):
+        return signed_in_token(run, state["source"], str(resolution.get("pause")))
+    return opened(resolution.get("input"))
 
 
 def _stop_probe(ctx: ToolContext) -> Callable[[], bool]:
@@ -130,7 +143,7 @@ def _stop_probe(ctx: ToolContext) -> Callable[[], bool]:
     return stop
 
 
-def _outcome(agent: RemoteAgent, state: dict, task: RemoteTask) -> dict:
+def _outcome(run: Run, agent: RemoteAgent, state: dict, task: RemoteTask) -> dict:
     named = {"Agent": agent.name, "RemoteTaskID": task.task_id, "ContextID": task.context_id}
     if task.state == "completed":
         return {**named, "State": task.state, "Artifact": task.artifact}
@@ -145,9 +158,14 @@ def _outcome(agent: RemoteAgent, state: dict, task: RemoteTask) -> dict:
             deadline=_deadline(),
         )
     if task.state == "auth-required":
-        state.update(waiting="auth", question=task.message)
-        source = known_oauth_source(agent, task)
-        payload = {**named, "Question": task.message, **({"SourceName": source} if source else {})}
+        source = known_oauth_source(run, task)
+        state.update(waiting="auth", question=task.message, source=source.name if source else "")
+        payload: dict = {**named, "Question": task.message}
+        on_park = None
+        if source is not None:  # resolved by the OAuth leg: the person signs in at the provider
+            fields, pending = sign_in(run, source)
+            payload.update(fields)
+            on_park = pending.bind
         raise ToolPause(
             cause=Cause.A2A,
             reason=Reason.EXTERNAL_EVENT,
@@ -155,6 +173,7 @@ def _outcome(agent: RemoteAgent, state: dict, task: RemoteTask) -> dict:
             companion=events.A2A_AUTH_REQUIRED,
             summary=f"{agent.name} needs sign-in: {task.message}",
             deadline=_deadline(),
+            on_park=on_park,
         )
     raise RemoteTaskEnded(f"remote agent {agent.name} task {task.task_id} {task.state}: {task.message or 'no message'}")
 

@@ -40,6 +40,9 @@ STATE_NAMES = {
     TaskState.TASK_STATE_CANCELED: "canceled",
 }
 INTERRUPTED = frozenset({"input-required", "auth-required"})
+# An auth-required status may name, in its message's metadata, the OAuth source whose
+# access token would answer it (approvals.a2a.auth_leg).
+OAUTH_SOURCE_KEY = "oauth_source"
 TERMINAL = frozenset({"completed", "failed", "rejected", "canceled"})
 
 
@@ -53,6 +56,7 @@ class RemoteTask:
     message: str = ""  # the text of the status message (the question, the failure)
     artifact: str = ""  # the text of every artifact, joined
     message_ids: tuple[str, ...] = ()  # of the messages in the task's history
+    oauth_source: str = ""  # an auth-required status's named OAuth source (its metadata)
 
     @property
     def settled(self) -> bool:
@@ -69,7 +73,14 @@ def remote_task(task: Task) -> RemoteTask:
         message=status_text,
         artifact=artifact,
         message_ids=tuple(message.message_id for message in task.history),
+        oauth_source=_named_source(task),
     )
+
+
+def _named_source(task: Task) -> str:
+    metadata = task.status.message.metadata
+    named = metadata[OAUTH_SOURCE_KEY] if OAUTH_SOURCE_KEY in metadata else ""
+    return named if isinstance(named, str) else ""
 
 
 def _card_address(card_url: str) -> tuple[str, str]:

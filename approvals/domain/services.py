@@ -136,7 +136,8 @@ def pause_decide(
         raise PayloadInvalid("args may only accompany approve")
 
     if pause.cause == Cause.A2A:
-        input = a2a_input(pause.reason, input)  # the answer the remote agent gets: bounded, never empty
+        # The answer the remote agent gets: bounded, never empty (or the OAuth leg's sign-in).
+        input = a2a_input(pause.reason, input, signs_in="AuthorizeURL" in (pause.payload or {}))
     _settle(pause, decision, actor=caller, reason=reason or "", decision_input=input)
     events.emit(
         run=run,

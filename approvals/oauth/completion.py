@@ -18,6 +18,9 @@ from .flows import flow_begin
 from .models import OAuthFlow
 from .sources import Source, source_get
 
+# A tool's own sign-in, and a remote agent's auth-required that names a known source.
+SIGN_IN_CAUSES = (Cause.TOOL_OAUTH, Cause.A2A)
+
 
 class FlowGone(Exception):
     """The flow was used, or its pause resolved, while the callback was working."""
@@ -27,7 +30,7 @@ def _locked(flow: OAuthFlow) -> tuple[Run, Pause, OAuthFlow]:
     run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("owner", "tenant").get(pk=flow.run_id)
     pause = Pause.objects.select_for_update(no_key=True).get(pk=flow.pause_id)
     locked = OAuthFlow.objects.select_for_update().get(pk=flow.pk)
-    if locked.used_at is not None or not pause.is_open or pause.cause != Cause.TOOL_OAUTH:
+    if locked.used_at is not None or not pause.is_open or pause.cause not in SIGN_IN_CAUSES:
         raise FlowGone("this sign-in was already completed, or the run no longer waits for it")
     return run, pause, locked
 

@@ -285,3 +285,17 @@ def remote_task_of(run: Run, url: str, seconds: float = 10):
             return found
         time.sleep(0.05)
     return None
+
+
+def test_a_named_oauth_source_the_tenant_does_not_have_leaves_the_credential_to_a_resume(people_tx, travel_desk):
+    """The desk names `calendar`, which acme has not configured: no sign-in is offered, and
+    the pause wants a credential in its resume, as for any auth-required task."""
+    configure(people_tx, travel_desk.url)
+    run = start(people_tx, "Book a flight to Quito, the desk needs my calendar")
+    drain()
+    pause = open_pause(run)
+    assert (pause.cause, pause.reason) == (Cause.A2A, Reason.EXTERNAL_EVENT)
+    assert "AuthorizeURL" not in pause.payload and "SourceName" not in pause.payload
+    with pytest.raises(PayloadInvalid):
+        steer(people_tx, run, "resume", {})
+    assert open_pause(run).pk == pause.pk

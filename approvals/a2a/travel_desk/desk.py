@@ -7,6 +7,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
+import httpx
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
@@ -14,6 +15,11 @@ from a2a.types import Part, Task, TaskState, TaskStatus
 
 QUESTION = "Which date do you want to fly?"
 AUTH_PROMPT = "Sign in to the travel desk: send your travel desk access code."
+CALENDAR_PROMPT = "Sign in to your calendar, so the travel desk can see when you are free."
+# An auth-required status may name the OAuth source whose access token it wants (its
+# message metadata): a caller that knows the source can get the person's sign-in for it.
+OAUTH_SOURCE_KEY = "oauth_source"
+CALENDAR_SOURCE = "calendar"
 
 
 @dataclass
@@ -21,7 +27,7 @@ class Booking:
     """What the desk remembers of one task between its messages."""
 
     query: str
-    phase: str = "new"  # new -> auth -> ask -> done
+    phase: str = "new"  # new -> auth or calendar -> ask -> done
 
 
 def access_code() -> str:
@@ -30,6 +36,11 @@ def access_code() -> str:
 
 def slow_seconds() -> float:
     return float(os.environ.get("HARBOR_TRAVEL_DESK_SLOW_SECONDS", "3"))
+
+
+def calendar_url() -> str:
+    """The calendar API the desk checks an access token against (the demo provider's)."""
+    return os.environ.get("HARBOR_TRAVEL_DESK_CALENDAR_URL", "http://127.0.0.1:8001").rstrip("/")
 
 
 def destination(query: str) -> str:
@@ -57,6 +68,8 @@ class TravelDesk(AgentExecutor):
             await self._start(booking, updater)
         elif booking.phase == "auth":
             await self._check_code(booking, updater, text)
+        elif booking.phase == "calendar":
+            await self._check_calendar_token(booking, updater, text)
         elif booking.phase == "ask":
             await self._book(booking, updater, text)
 
@@ -80,6 +93,25 @@ class TravelDesk(AgentExecutor):
         if "needs auth" in query:
             booking.phase = "auth"
             await updater.requires_auth(updater.new_agent_message([Part(text=AUTH_PROMPT)]))
+            return
+        if "needs my calendar" in query:
+            booking.phase = "calendar"
+            await self._ask_for_calendar(updater, CALENDAR_PROMPT)
+            return
+        await self._ask(booking, updater)
+
+    async def _ask_for_calendar(self, updater: TaskUpdater, prompt: str) -> None:
+        message = updater.new_agent_message([Part(text=prompt)], metadata={OAUTH_SOURCE_KEY: CALENDAR_SOURCE})
+        await updater.requires_auth(message)
+
+    async def _check_calendar_token(self, booking: Booking, updater: TaskUpdater, token: str) -> None:
+        """The answer is an access token: the calendar API must accept it."""
+        async with httpx.AsyncClient(timeout=10) as client:
+            answer = await client.get(
+                f"{calendar_url()}/api/calendar/events", headers={"Authorization": f"Bearer {token}"}
+            )
+        if answer.status_code != 200:
+            await self._ask_for_calendar(updater, f"The calendar did not accept that sign-in. {CALENDAR_PROMPT}")
             return
         await self._ask(booking, updater)
 
