@@ -299,3 +299,8 @@ def test_a_named_oauth_source_the_tenant_does_not_have_leaves_the_credential_to_
     with pytest.raises(PayloadInvalid):
         steer(people_tx, run, "resume", {})
     assert open_pause(run).pk == pause.pk
+    steer(people_tx, run, "resume", {"input": "not-a-calendar-token"})  # the desk checks it, and asks again
+    drain()
+    again = open_pause(run)
+    assert again.pk != pause.pk and again.payload["Question"].startswith("The calendar did not accept")
+    assert again.payload["RemoteTaskID"] == pause.payload["RemoteTaskID"]

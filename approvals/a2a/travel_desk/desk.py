@@ -106,11 +106,15 @@ class TravelDesk(AgentExecutor):
 
     async def _check_calendar_token(self, booking: Booking, updater: TaskUpdater, token: str) -> None:
         """The answer is an access token: the calendar API must accept it."""
-        async with httpx.AsyncClient(timeout=10) as client:
-            answer = await client.get(
-                f"{calendar_url()}/api/calendar/events", headers={"Authorization": f"Bearer {token}"}
-            )
-        if answer.status_code != 200:
+        try:
+            async with httpx.AsyncClient(timeout=10) as client:
+                answer = await client.get(
+                    f"{calendar_url()}/api/calendar/events", headers={"Authorization": f"Bearer {token}"}
+                )
+            accepted = answer.status_code == 200
+        except httpx.HTTPError:  # the calendar is unreachable: the sign-in cannot be checked
+            accepted = False
+        if not accepted:
             await self._ask_for_calendar(updater, f"The calendar did not accept that sign-in. {CALENDAR_PROMPT}")
             return
         await self._ask(booking, updater)
