@@ -139,14 +139,14 @@ def _read_many(reads: list[Read]) -> list[ReadResult]:
         or (read.log and head_of(read) - read.cursor > streams.BATCH)
     ]
     signed, callers = _recheck(checked)
+    closed = set(checked) - set(callers)  # may no longer listen
     viewers = {read: read.viewer for read in reads if read.viewer is not None}
     viewers.update(zip(callers, viewers_of(list(callers.values())), strict=True))
-    listening = [read for read in reads if read in callers or read not in checked]
-    behind = [read for read in listening if read.log and read.cursor < head_of(read)]
+    behind = [read for read in reads if read not in closed and read.log and read.cursor < head_of(read)]
     logs = _logs_after(behind, callers, viewers, {read: head_of(read) for read in behind}, heads)
     results: list[ReadResult] = []
     for read in reads:
-        if read in checked and read not in callers:
+        if read in closed:
             close = CLOSE_UNAUTHENTICATED if signed[read.session_key] != str(read.user_id) else CLOSE_FORBIDDEN
             results.append((close, [], read.cursor, None, 0))
         else:
