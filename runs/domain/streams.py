@@ -254,6 +254,7 @@ def _follows(message: dict, later: dict) -> bool:
 def _merged(message: dict, later: dict) -> dict:
     return {
         **message,
+        "pushes": message.get("pushes", 1) + later.get("pushes", 1),  # how many it stands for
         "sequence": later["sequence"],
         "runs": sorted({*message.get("runs", ()), *later.get("runs", ())}),
         "events": [*message["events"], *later["events"]],

@@ -417,7 +417,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
                 if text is not None:  # straight to the server, past Channels' wrappers of send
                     await self.base_send({"type": "websocket.send", "text": text})
             self.cursor = message["sequence"]
-            self.pushed += 1
+            self.pushed += message.get("pushes", 1)  # pushes merged on the way count each
         if self.pushed >= self.settle_after:
             # After many pushed batches in a row the layer may have dropped the last of them
             # (nothing later would reveal the gap): once the burst goes quiet, compare the
@@ -503,7 +503,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
                         if envelope["sequence"] > self.cursor:  # else a push delivered it already
                             await self.send_json(envelope)
                     self.cursor = max(self.cursor, cursor)
-                if not read.log and head > self.cursor:  # its push may still be on the way
+                if head > self.cursor:  # a re-check, or a catch-up as far as its pushes: the rest's
+                    # push may still be on the way; if it never comes, read it (re-checked)
                     asyncio.get_running_loop().call_later(SETTLE_SECONDS, self._behind, head)
                 if len(envelopes) < streams.BATCH:
                     break
