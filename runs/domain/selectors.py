@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.contrib.sessions.backends.base import SessionBase
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, F, Prefetch, QuerySet
 
 from approvals.domain.selectors import pauses_visible
 from runs.domain.errors import NotFound
@@ -96,6 +96,13 @@ def events_heads(*, tenant_ids: Iterable[int]) -> dict[int, tuple[int, str]]:
     """`events_head` of several tenants in one query, each with its slug."""
     rows = Tenant.objects.filter(pk__in=set(tenant_ids)).values_list("pk", "event_sequence", "slug")
     return {pk: (sequence, slug) for pk, sequence, slug in rows}
+
+
+def events_between(*, tenant_id: int, after: int, upto: int) -> list[tuple[Event, int]]:
+    """The tenant's whole log in (after, upto], each event with its run's owner: the live
+    sockets' shared read, filtered per socket by `visibility.Viewer` afterwards."""
+    rows = Event.objects.filter(tenant_id=tenant_id, sequence__gt=after, sequence__lte=upto)
+    return [(row, row.owner_id) for row in rows.annotate(owner_id=F("run__owner_id")).order_by("sequence")]
 
 
 def events_after(

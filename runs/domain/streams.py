@@ -21,7 +21,6 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from channels.layers import BaseChannelLayer
 from django.conf import settings
-from django.db.models import F
 
 from approvals.domain.selectors import token_visibility
 from approvals.domain.tokens import token_unseal
@@ -74,11 +73,8 @@ def read_after_shared(
     moves to its head."""
     low, high = min(cursor for _, cursor, _, _ in reads), max(head for _, _, head, _ in reads)
     assert all(head - cursor <= BATCH for _, cursor, head, _ in reads), "further behind: page with read_after"
-    rows = list(
-        Event.objects.filter(tenant_id=tenant_id, sequence__gt=low, sequence__lte=high)
-        .annotate(owner_id=F("run__owner_id"))
-        .order_by("sequence")
-    )
+    owned = selectors.events_between(tenant_id=tenant_id, after=low, upto=high)
+    rows = [row for row, _ in owned]
     pause_ids = {row.payload["_pause"] for row in rows if row.payload.get("_token_keys")}
     pauses = {pause.pk: pause for pause in Pause.objects.filter(pk__in=pause_ids, tenant_id=tenant_id)}
     plain = {row.sequence: events.envelope(row, tenant_slug=tenant_slug, with_tokens=False) for row in rows}
@@ -99,10 +95,10 @@ def read_after_shared(
     return [
         [
             shown(row, viewer)
-            for row in rows
+            for row, owner_id in owned
             if cursor < row.sequence <= head
             and (run_id is None or row.run_id == run_id)
-            and viewer.sees_run(owner_id=row.owner_id, run_id=row.run_id)
+            and viewer.sees_run(owner_id=owner_id, run_id=row.run_id)
         ]
         for viewer, cursor, head, run_id in reads
     ]
