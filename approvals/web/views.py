@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals.domain import selectors
 from approvals.models import Pause
 from approvals.web.forms import decision_payload
+from runs.domain import events
 from runs.domain.errors import HarborError
 from runs.domain.services import steering_submit
 from runs.models import DECISION_INSTRUCTIONS
@@ -55,6 +56,10 @@ def pause_card(pause: Pause) -> dict:
     }
 
 
+# What an open inbox listens for (its socket's ?types=): pauses opening and closing, and who
+# decided; not every step of every run.
+INBOX_EVENT_TYPES = (events.PAUSE_REQUESTED, events.PAUSE_RESUMED, events.TOOL_APPROVED, events.TOOL_REJECTED)
+
 # Cards on one page: a screenful or two. Older ones follow by keyset ("Show older"), so
 # the page costs the same whatever the inbox holds.
 INBOX_PAGE_SIZE = 20
@@ -76,6 +81,7 @@ def inbox(request: MemberRequest) -> HttpResponse:
         "back_url": f"{reverse('approvals:inbox')}?{urlencode({'before': before})}" if before else "",
         "tab": "open",
         "page": "inbox",
+        "live_types": ",".join(INBOX_EVENT_TYPES),
     }
     if request.GET.get("fragment") == "cards":
         return render(request, "approvals/_cards.html", context)

@@ -26,6 +26,7 @@ from approvals.domain.selectors import token_visibility
 from approvals.domain.tokens import token_unseal
 from approvals.models import Pause
 from runs.domain import events, selectors
+from runs.domain.errors import InvalidRequest
 from runs.domain.event_types import Envelope
 from runs.identity.callers import Caller
 from runs.identity.visibility import Viewer
@@ -34,6 +35,16 @@ from runs.models import Event
 log = logging.getLogger("harbor.streams")
 
 BATCH = 200
+MAX_TYPES = 50
+
+
+def event_types(value: str) -> frozenset[str] | None:
+    """A stream's narrowing to named event types ("a,b"; SSE's X-Harbor-Event-Type, a
+    websocket's ?types=), None for every type."""
+    names = frozenset(part.strip() for part in value.split(",") if part.strip())
+    if len(names) > MAX_TYPES or any(len(n) > 64 for n in names):
+        raise InvalidRequest(f"name at most {MAX_TYPES} event types of up to 64 characters")
+    return names or None
 
 
 def read_after(
@@ -63,16 +74,16 @@ def read_after(
 
 
 def read_after_shared(
-    *, tenant_id: int, tenant_slug: str, reads: list[tuple[Viewer, int, int, str | None]]
+    *, tenant_id: int, tenant_slug: str, reads: list[tuple[Viewer, int, int, str | None, frozenset[str] | None]]
 ) -> list[list[Envelope]]:
     """`read_after` for many streams of one tenant, each reading the events after its cursor
-    up to a head at most BATCH later (viewer, cursor, head, run or None): one read of the
+    up to a head at most BATCH later (viewer, cursor, head, run or None, types or None): one read of the
     log, and of the pauses whose tokens it carries, then the visibility rule applied per
     stream on the rows read (`Viewer`, the rule the queries apply). A thousand sockets
     catching up on one commit cost two queries, not a few thousand. Each stream's cursor
     moves to its head."""
-    low, high = min(cursor for _, cursor, _, _ in reads), max(head for _, _, head, _ in reads)
-    assert all(head - cursor <= BATCH for _, cursor, head, _ in reads), "further behind: page with read_after"
+    low, high = min(cursor for _, cursor, _, _, _ in reads), max(head for _, _, head, _, _ in reads)
+    assert all(head - cursor <= BATCH for _, cursor, head, _, _ in reads), "further behind: page with read_after"
     owned = selectors.events_between(tenant_id=tenant_id, after=low, upto=high)
     rows = [row for row, _ in owned]
     pause_ids = {row.payload["_pause"] for row in rows if row.payload.get("_token_keys")}
@@ -98,9 +109,10 @@ def read_after_shared(
             for row, owner_id in owned
             if cursor < row.sequence <= head
             and (run_id is None or row.run_id == run_id)
+            and (types is None or row.type in types)
             and viewer.sees_run(owner_id=owner_id, run_id=row.run_id)
         ]
-        for viewer, cursor, head, run_id in reads
+        for viewer, cursor, head, run_id, types in reads
     ]
 
 
@@ -134,6 +146,11 @@ class Hub:
         self.delivering: asyncio.Task | None = None
         self.rejoining: asyncio.Task | None = None
         self.joined_at = time.monotonic()
+
+    @property
+    def handing_over(self) -> bool:
+        """Whether pushes received here are still on their way to the streams."""
+        return bool(self.inbox) or (self.delivering is not None and not self.delivering.done())
 
     async def add(self, tail: "Tail", groups: Iterable[str]) -> bool:
         """Hand this group's messages to `tail` too; whether the layer has the membership."""

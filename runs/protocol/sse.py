@@ -29,7 +29,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from runs.domain import events, selectors
 from runs.domain.errors import AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
-from runs.domain.streams import BATCH, Tail, poll_seconds, read_after
+from runs.domain.streams import BATCH, Tail, event_types, poll_seconds, read_after
 from runs.identity.callers import Caller, caller_resolve
 from runs.protocol.auth import bearer_token, caller_from_headers
 from runs.protocol.errors import harbor_error_response
@@ -38,7 +38,6 @@ T = TypeVar("T")
 log = logging.getLogger("harbor.sse")
 
 RETRY_MS = 3000
-MAX_TYPES = 50
 
 
 @dataclass(frozen=True)
@@ -66,13 +65,6 @@ def _in_pool_thread(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     return sync_to_async(call, thread_sensitive=False)
 
 
-def _header_list(value: str) -> frozenset[str] | None:
-    names = frozenset(part.strip() for part in value.split(",") if part.strip())
-    if len(names) > MAX_TYPES or any(len(n) > 64 for n in names):
-        raise InvalidRequest(f"X-Harbor-Event-Type names at most {MAX_TYPES} types of up to 64 characters")
-    return names or None
-
-
 def _open(meta: dict, query: dict) -> Plan:
     """Authenticate and validate before the stream starts, so failures are plain JSON errors."""
     caller = caller_from_headers(meta)
@@ -81,7 +73,10 @@ def _open(meta: dict, query: dict) -> Plan:
         raise IdentityScopeRequired("?admin=1 streams the whole tenant and needs the admin scope")
     # A run the caller cannot see yields an empty stream, as in Harbor: the read filters it.
     run_id = meta.get("HTTP_X_HARBOR_RUN") or None
-    types = _header_list(meta.get("HTTP_X_HARBOR_EVENT_TYPE", ""))
+    try:
+        types = event_types(meta.get("HTTP_X_HARBOR_EVENT_TYPE", ""))
+    except InvalidRequest as error:
+        raise InvalidRequest(f"X-Harbor-Event-Type: {error}") from None
     raw_cursor = (meta.get("HTTP_LAST_EVENT_ID") or "").strip()
     cursor = None
     if raw_cursor:

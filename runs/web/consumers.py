@@ -39,6 +39,7 @@ from django.utils import timezone
 
 from approvals.domain.tokens import token_unseal
 from runs.domain import events, selectors, streams
+from runs.domain.errors import InvalidRequest
 from runs.domain.event_types import Envelope
 from runs.domain.streams import Tail
 from runs.identity import sessions
@@ -56,6 +57,9 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_INVALID = 4400
 
 SETTLE_SECONDS = 0.2
+# How long a socket behind the head waits for pushes this process is still handing over
+# before it reads the rest itself (bounded: a push may have been lost among them).
+BEHIND_PATIENCE_SECONDS = 5.0
 RECHECK_SLOT_SECONDS = 1.0
 
 
@@ -91,6 +95,7 @@ class Read:
     session_key: str
     run_id: str | None
     cursor: int
+    types: frozenset[str] | None = None  # the socket's narrowing (?types=), None for all
     log: bool = True  # False: a periodic re-check, which reads the tenant's head, not the log
     # The socket's Viewer while its last re-check is current: a catch-up then reads only the
     # log, under the rule a push is delivered by, and only as far as `upto` (the last push it
@@ -196,12 +201,14 @@ def _logs_after(
         if upto[read] - read.cursor <= streams.BATCH:
             near.setdefault(read.tenant_id, []).append(read)
         else:
-            logs[read] = streams.read_after(caller=callers[read], cursor=read.cursor, run_id=read.run_id)
+            logs[read] = streams.read_after(
+                caller=callers[read], cursor=read.cursor, run_id=read.run_id, types=read.types
+            )
     for tenant_id, reads in near.items():
         shared = streams.read_after_shared(
             tenant_id=tenant_id,
             tenant_slug=heads[tenant_id][1],
-            reads=[(viewers[read], read.cursor, upto[read], read.run_id) for read in reads],
+            reads=[(viewers[read], read.cursor, upto[read], read.run_id, read.types) for read in reads],
         )
         logs.update({read: (envelopes, upto[read]) for read, envelopes in zip(reads, shared, strict=True)})
     return logs
@@ -267,12 +274,15 @@ _RENDERED: OrderedDict[tuple[str, int, str, str, bool], str] = OrderedDict()
 _RENDERED_MAX = 2048
 
 
-def rendered(item: dict, *, viewer: Viewer, tenant_slug: str, run_id: str | None) -> str | None:
+def rendered(
+    item: dict, *, viewer: Viewer, tenant_slug: str, run_id: str | None, types: frozenset[str] | None = None
+) -> str | None:
     """The frame of one pushed event as this viewer receives it, or None when it may not
-    see it: the visibility rule on the inputs the push carries, no database read. A resume
-    token is filled in only for a viewer the decision rule would accept."""
+    see it (or the socket did not ask for it): the visibility rule on the inputs the push
+    carries, no database read. A resume token is filled in only for a viewer the decision
+    rule would accept."""
     envelope = item["envelope"]
-    if run_id is not None and envelope["run"] != run_id:
+    if (run_id is not None and envelope["run"] != run_id) or (types is not None and envelope["type"] not in types):
         return None
     if not viewer.sees_run(owner_id=item["owner"], run_id=envelope["run"]):
         return None
@@ -349,6 +359,11 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             after = int(after_raw) if after_raw not in (None, "") else None
         except ValueError:
             after = None
+        try:
+            self.types = streams.event_types((query.get("types") or [""])[0])
+        except InvalidRequest:
+            await self.close(code=CLOSE_INVALID)
+            return
         if (run_id is not None and not (0 < len(run_id) <= 26 and run_id.isalnum())) or (
             after is not None and after < 0
         ):
@@ -413,7 +428,9 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             return
         async with self.sending:
             for item in message["events"]:
-                text = rendered(item, viewer=self.viewer, tenant_slug=self.tenant_slug, run_id=self.run_id)
+                text = rendered(
+                    item, viewer=self.viewer, tenant_slug=self.tenant_slug, run_id=self.run_id, types=self.types
+                )
                 if text is not None:  # straight to the server, past Channels' wrappers of send
                     await self.base_send({"type": "websocket.send", "text": text})
             self.cursor = message["sequence"]
@@ -454,12 +471,19 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         self.catch_up = True
         self.wake.set()
 
-    def _behind(self, head: int) -> None:
-        """A re-check saw the tenant's head past the cursor: unless the push of those
-        events has arrived since, it was lost; read the log."""
-        if self.cursor < head:
-            self.recheck = True  # rare (a lost push): read as far as the head, re-checked
-            self._catch_up()
+    def _behind(self, head: int, waited: float = 0.0) -> None:
+        """A read saw the tenant's head past the cursor: unless the push of those events has
+        arrived since, it was lost; read the log. While this process is still handing pushes
+        over (a fan-out to thousands of sockets takes a while), it is most likely among them:
+        wait for them rather than re-check every socket at once."""
+        if self.cursor >= head:
+            return
+        assert self.tail is not None
+        if self.tail.hub.handing_over and waited < BEHIND_PATIENCE_SECONDS:
+            asyncio.get_running_loop().call_later(SETTLE_SECONDS, self._behind, head, waited + SETTLE_SECONDS)
+            return
+        self.recheck = True  # rare (a lost push): read as far as the head, re-checked
+        self._catch_up()
 
     async def _pump(self) -> None:
         """The one sender: reads after the cursor in sequence order, so nothing is sent twice."""
@@ -486,6 +510,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
                     self.session_key,
                     self.run_id,
                     self.cursor,
+                    self.types,
                     self.catch_up,
                     viewer,
                     self.vouched,

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from approvals.domain import selectors as pause_selectors
 from approvals.models import Cause, Pause
-from runs.domain import selectors
+from runs.domain import events, selectors
 from runs.domain.errors import HarborError
 from runs.domain.services import run_start, steering_submit
 from runs.identity.callers import Caller
@@ -59,6 +59,19 @@ def home(request: MemberRequest) -> HttpResponse:
 
 # --- The runs list -----------------------------------------------------------------------------
 
+# What an open runs list listens for (its socket's ?types=): a run's status follows these.
+CONSOLE_EVENT_TYPES = (
+    events.TASK_SPAWNED,
+    events.TASK_STARTED,
+    events.TASK_COMPLETED,
+    events.TASK_FAILED,
+    events.TASK_CANCELLED,
+    events.TASK_PRIORITISED,
+    events.TASK_REDIRECTED,
+    events.PAUSE_REQUESTED,
+    events.PAUSE_RESUMED,
+)
+
 
 @member_required
 @require_GET
@@ -77,6 +90,7 @@ def console(request: MemberRequest) -> HttpResponse:
         "statuses": [(value, label, counts[value]) for value, label in RunStatus.choices],
         "total": sum(counts.values()),
         "page": "console",
+        "live_types": ",".join(CONSOLE_EVENT_TYPES),
     }
     if request.GET.get("fragment") == "rows":
         return render(request, "runs/_list_fragment.html", context)
@@ -176,10 +190,10 @@ def run_detail(request: MemberRequest, run_id: str) -> HttpResponse:
     context = _run_context(request.caller, run)
     if request.GET.get("fragment") == "state":
         return render(request, "runs/_run_state.html", context)
-    events = selectors.run_events(run=run)
+    logged = selectors.run_events(run=run)
     context.update(
-        events=[timeline_entry(event) for event in events],
-        last_sequence=events[-1].sequence if events else 0,
+        events=[timeline_entry(event) for event in logged],
+        last_sequence=logged[-1].sequence if logged else 0,
         page="console",
     )
     return render(request, "runs/run_detail.html", context)

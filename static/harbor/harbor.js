@@ -75,6 +75,7 @@
       timer = null;
       const params = new URLSearchParams();
       if (run) params.set("run", run);
+      if (body.dataset.types) params.set("types", body.dataset.types); // what this page shows
       if (cursor !== undefined && cursor !== null) params.set("after", String(cursor));
       const scheme = location.protocol === "https:" ? "wss" : "ws";
       const socket = new WebSocket(`${scheme}://${location.host}${body.dataset.ws}?${params}`);

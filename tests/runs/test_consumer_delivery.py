@@ -17,7 +17,10 @@ from django.test import Client
 from harbor_site.asgi import application
 from runs.domain import events
 from runs.domain.event_types import MessageReceived
+from runs.domain.streams import Tail
 from runs.models import Event
+from runs.web import consumers
+from runs.web.consumers import EventsConsumer
 from tests.live import free_port
 
 from .test_consumers import HOST, ORIGIN, connect, revoke, start
@@ -126,6 +129,65 @@ async def test_the_last_push_of_a_long_burst_lost_is_read_from_the_log_once_the_
     await emit(run, 60)
     burst = (await logged())[len(before) :]
     assert await receive_until(bob, burst[-1], timeout=3) == burst
+    await bob.disconnect()
+
+
+async def test_a_socket_behind_the_head_waits_for_the_pushes_its_process_is_still_handing_over(
+    people_tx, settings, monkeypatch
+):
+    """A fan-out to thousands of sockets takes a while: a socket that saw the head past its
+    cursor meanwhile takes the pushes still queued here, rather than every socket re-checking
+    its person and reading the log at once."""
+    settings.HARBOR_WS_RECHECK_SECONDS = 120
+    monkeypatch.setattr(consumers, "BEHIND_PATIENCE_SECONDS", 1.0)
+    sockets: list[EventsConsumer] = []
+    connect_socket = EventsConsumer.connect
+
+    async def recorded(self):
+        sockets.append(self)
+        await connect_socket(self)
+
+    monkeypatch.setattr(EventsConsumer, "connect", recorded)
+    rechecks: list[int] = []
+    recheck = consumers._recheck
+    monkeypatch.setattr(consumers, "_recheck", lambda reads: rechecks.append(len(reads)) or recheck(reads))
+    run = await start(people_tx, "alice")
+    bob, connected, _ = await connect(user="bob")
+    assert connected and await bob.receive_nothing(timeout=0.3)
+    (socket,) = sockets
+    checked = len(rechecks)
+    held = asyncio.Event()  # another stream of this process, slow to take its pushes
+
+    async def slow(message):
+        await held.wait()
+
+    slow_tail = Tail(get_channel_layer(), "slow", handler=slow)
+    await slow_tail.join(events.tenant_group(socket.tenant_id))
+    before = await logged()
+    await emit(run, 2)
+    burst = (await logged())[len(before) :]
+    await asyncio.sleep(0.05)
+    assert socket.tail.hub.handing_over and socket.cursor < burst[-1]
+    socket._behind(burst[-1])
+    await asyncio.sleep(3 * consumers.SETTLE_SECONDS)
+    held.set()
+    assert await receive_until(bob, burst[-1], timeout=3) == burst
+    assert len(rechecks) == checked  # delivered from the pushes: nobody re-checked
+
+    # Patience is bounded: a push lost while the process stays busy is read all the same.
+    held.clear()
+    monkeypatch.setattr(events, "_push", lambda tenant_id, published: None)
+    await emit(run)
+    last = (await logged())[-1]
+    group = events.tenant_group(socket.tenant_id)
+    await get_channel_layer().group_send(group, {"type": "harbor.event", "group": group, "sequence": 0})
+    await asyncio.sleep(0.05)
+    assert socket.tail.hub.handing_over
+    socket._behind(last)
+    assert await receive_until(bob, last, timeout=3) == [last]
+    assert socket.tail.hub.handing_over and len(rechecks) == checked + 1
+    held.set()
+    await slow_tail.leave()
     await bob.disconnect()
 
 

@@ -144,6 +144,36 @@ async def test_replay_after_a_reconnect_misses_nothing(people_tx):
     await again.disconnect()
 
 
+async def test_a_socket_narrowed_to_event_types_receives_only_those_live_and_in_replay(people_tx):
+    """?types= narrows a socket as X-Harbor-Event-Type narrows SSE: an inbox listens for
+    pauses, not for every step of every run."""
+    from runs.runtime.dispatch import drain
+
+    wanted = {"pause.requested", "task.completed"}
+    path = f"/ws/events/?types={','.join(sorted(wanted))}"
+    bob, connected, _ = await connect(path, user="bob")
+    assert connected
+    run = await start(people_tx, "alice", query="deploy build 1 to qa", agent_id="deploy")
+    await database_sync_to_async(drain)()
+    live = await bob.receive_json_from(timeout=5)
+    assert live["type"] == "pause.requested" and live["run"] == run.pk and live["payload"]["Token"]
+    assert await bob.receive_nothing(timeout=0.3)  # the run's other events were not sent
+    logged = await database_sync_to_async(
+        lambda: list(Event.objects.filter(run_id=run.pk).order_by("sequence").values_list("sequence", "type"))
+    )()
+    assert len(logged) > 2
+    replay, connected, _ = await connect(f"{path}&after=0", user="bob")
+    assert connected
+    assert (await replay.receive_json_from(timeout=5))["sequence"] == live["sequence"]
+    assert await replay.receive_nothing(timeout=0.3)
+    too_many = ",".join(f"type.{n}" for n in range(51))
+    for query in (f"types={too_many}", f"types={'x' * 65}"):
+        refused, connected, code = await connect(f"/ws/events/?{query}", user="bob")
+        assert not connected and code == 4400
+    for communicator in (bob, replay):
+        await communicator.disconnect()
+
+
 async def test_the_tenant_replay_is_filtered_too(people_tx):
     await start(people_tx, "alice")
     mine = await start(people_tx, "mallory")

@@ -125,7 +125,9 @@ def reads_for(people, users: list[str]) -> list[consumers.Read]:
         client = Client()
         caller = people.caller(user)
         client.force_login(caller.user)
-        reads.append(consumers.Read(caller.user.pk, people.acme.pk, client.cookies["sessionid"].value, None, 0, False))
+        reads.append(
+            consumers.Read(caller.user.pk, people.acme.pk, client.cookies["sessionid"].value, None, 0, log=False)
+        )
     return reads
 
 
@@ -150,7 +152,7 @@ async def test_a_batched_recheck_closes_only_the_socket_that_may_no_longer_liste
     await database_sync_to_async(lambda: people_tx.acme.memberships.filter(user__username="olivia").delete())()
     _, results = await queries_of(reads)
     assert [close for close, *_ in results] == [None, consumers.CLOSE_FORBIDDEN]
-    signed_out = consumers.Read(reads[0].user_id, people_tx.acme.pk, "no-such-session", None, 0, False)
+    signed_out = consumers.Read(reads[0].user_id, people_tx.acme.pk, "no-such-session", None, 0, log=False)
     _, results = await queries_of([signed_out, reads[0]])
     assert [close for close, *_ in results] == [consumers.CLOSE_UNAUTHENTICATED, None]
 
@@ -196,13 +198,23 @@ def shared_and_one_by_one(people):
     callers = [people.caller(user) for user in ("alice", "bob", "olivia", "ada", "mallory")]
     callers.append(people.caller("alice", session="s2"))
     head = selectors.events_head(tenant_id=people.acme.pk)
-    reads = [(caller, cursor, run_id) for caller in callers for cursor in (0, 3) for run_id in (None, run.pk)]
+    narrowed = frozenset({events.PAUSE_REQUESTED, events.TASK_SPAWNED})
+    reads = [
+        (caller, cursor, run_id, types)
+        for caller in callers
+        for cursor in (0, 3)
+        for run_id in (None, run.pk)
+        for types in (None, narrowed)
+    ]
     shared = streams.read_after_shared(
         tenant_id=people.acme.pk,
         tenant_slug="acme",
-        reads=[(viewer_of(caller), cursor, head, run_id) for caller, cursor, run_id in reads],
+        reads=[(viewer_of(caller), cursor, head, run_id, types) for caller, cursor, run_id, types in reads],
     )
-    one_by_one = [streams.read_after(caller=caller, cursor=cursor, run_id=run_id) for caller, cursor, run_id in reads]
+    one_by_one = [
+        streams.read_after(caller=caller, cursor=cursor, run_id=run_id, types=types)
+        for caller, cursor, run_id, types in reads
+    ]
     return shared, one_by_one, head
 
 

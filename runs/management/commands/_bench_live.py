@@ -3,9 +3,10 @@ sockets, through a real Daphne serving Harbor's application on the configured da
 channel layer (in-memory on the embedded default, Redis when REDIS_URL is set).
 
 Clients sign in with real session cookies (one person per socket: approvers, who receive the
-resume token, and operators, who do not) and send the Origin the application expects. The
-pause is parked inside the Daphne process (_bench_live_server) and the commit time taken
-there, right after the commit; each client stamps a frame when its bytes arrive.
+resume token, and operators, who do not), send the Origin the application expects and listen
+for what an inbox page listens for (its ?types=). The pause is parked inside the Daphne
+process (_bench_live_server) and the commit time taken there, right after the commit; each
+client stamps a frame when its bytes arrive.
 
 The clients speak just enough websocket (RFC 6455, unmasked server frames, pings answered)
 to stamp arrival in the protocol callback: thousands of sockets in one process then add
@@ -27,6 +28,7 @@ import httpx
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from approvals.web.views import INBOX_EVENT_TYPES
 from runs.identity.permissions import membership_grant
 from runs.models import Membership, Role, Tenant
 
@@ -47,7 +49,8 @@ class Frames:
 class BenchSocket(asyncio.Protocol):
     def __init__(self, host: str, port: int, cookie: str) -> None:
         self.request = (
-            f"GET /ws/events/ HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"GET /ws/events/?types={','.join(INBOX_EVENT_TYPES)} HTTP/1.1\r\n"
+            f"Host: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\nSec-WebSocket-Version: 13\r\n"
             f"Origin: http://{host}:{port}\r\nCookie: sessionid={cookie}\r\n\r\n"
         ).encode()
