@@ -331,7 +331,8 @@ class Tail:
             await asyncio.sleep(min(timeout, poll_seconds()))
             return None
         try:
-            return await asyncio.wait_for(self.queue.get(), timeout)
+            async with asyncio.timeout(timeout):  # no task per wait, unlike wait_for
+                return await self.queue.get()
         except TimeoutError:
             return None
 

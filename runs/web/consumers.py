@@ -16,6 +16,7 @@ log after a gap) is batched across the process's sockets, one thread hop per bat
 Nothing here writes: steering goes through the services, like every other client."""
 
 import asyncio
+import functools
 import json
 import logging
 import random
@@ -114,14 +115,21 @@ def _signed_in_users(session_keys: set[str]) -> dict[str, str | None]:
     if engine is not sessions:  # another engine: one load per session
         return {key: engine.SessionStore(key).load().get(SESSION_KEY) for key in session_keys}
     by_stored = {sessions.stored_key(key): key for key in session_keys}
-    store = sessions.SessionStore()
     rows = (
-        store.model.objects.filter(session_key__in=list(by_stored), expire_date__gt=timezone.now())
+        sessions.SessionStore.get_model_class()
+        .objects.filter(session_key__in=list(by_stored), expire_date__gt=timezone.now())
         .values_list("session_key", "session_data")
         .iterator()
     )
-    signed = {by_stored[stored]: store.decode(data).get(SESSION_KEY) for stored, data in rows}
+    signed = {by_stored[stored]: _user_signed_in(data) for stored, data in rows}
     return {key: signed.get(key) for key in session_keys}
+
+
+@functools.lru_cache(maxsize=10_000)
+def _user_signed_in(session_data: str) -> str | None:
+    """What a stored session's data signs in, decoded once per distinct data (it is signed: the
+    same data always decodes the same): thousands of sockets re-check every few seconds."""
+    return sessions.SessionStore().decode(session_data).get(SESSION_KEY)
 
 
 def _read_many(reads: list[Read]) -> list[ReadResult]:

@@ -150,11 +150,18 @@ async def test_a_socket_behind_the_head_waits_for_the_pushes_its_process_is_stil
     monkeypatch.setattr(EventsConsumer, "connect", recorded)
     rechecks: list[int] = []
     recheck = consumers._recheck
-    monkeypatch.setattr(consumers, "_recheck", lambda reads: rechecks.append(len(reads)) or recheck(reads))
+
+    def counted(reads):
+        rechecks.append(len(reads))
+        return recheck(reads)
+
+    monkeypatch.setattr(consumers, "_recheck", counted)
     run = await start(people_tx, "alice")
     bob, connected, _ = await connect(user="bob")
     assert connected and await bob.receive_nothing(timeout=0.3)
     (socket,) = sockets
+    assert socket.tail is not None
+    hub = socket.tail.hub
     checked = len(rechecks)
     held = asyncio.Event()  # another stream of this process, slow to take its pushes
 
@@ -167,7 +174,7 @@ async def test_a_socket_behind_the_head_waits_for_the_pushes_its_process_is_stil
     await emit(run, 2)
     burst = (await logged())[len(before) :]
     await asyncio.sleep(0.05)
-    assert socket.tail.hub.handing_over and socket.cursor < burst[-1]
+    assert hub.handing_over and socket.cursor < burst[-1]
     socket._behind(burst[-1])
     await asyncio.sleep(3 * consumers.SETTLE_SECONDS)
     held.set()
@@ -182,10 +189,10 @@ async def test_a_socket_behind_the_head_waits_for_the_pushes_its_process_is_stil
     group = events.tenant_group(socket.tenant_id)
     await get_channel_layer().group_send(group, {"type": "harbor.event", "group": group, "sequence": 0})
     await asyncio.sleep(0.05)
-    assert socket.tail.hub.handing_over
+    assert hub.handing_over
     socket._behind(last)
     assert await receive_until(bob, last, timeout=3) == [last]
-    assert socket.tail.hub.handing_over and len(rechecks) == checked + 1
+    assert hub.handing_over and len(rechecks) == checked + 1
     held.set()
     await slow_tail.leave()
     await bob.disconnect()
