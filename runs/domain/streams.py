@@ -18,6 +18,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+from typing import cast
 
 from channels.layers import BaseChannelLayer
 from django.conf import settings
@@ -114,6 +115,35 @@ def read_after_shared(
         ]
         for viewer, cursor, head, run_id, types in reads
     ]
+
+
+def push_shown(
+    item: dict, *, viewer: Viewer, run_id: str | None = None, types: frozenset[str] | None = None
+) -> bool | None:
+    """Whether a stream receives a pushed event (events._published) and, if it does, whether
+    with its resume token: the visibility rule on the inputs the push carries (the run's
+    owner, the pausing identity), no database read. None: the stream does not receive it."""
+    envelope = item["envelope"]
+    if (run_id is not None and envelope["run"] != run_id) or (types is not None and envelope["type"] not in types):
+        return None
+    if not viewer.sees_run(owner_id=item["owner"], run_id=envelope["run"]):
+        return None
+    pause = item.get("pause")
+    return (
+        pause is not None
+        and bool(pause["keys"])
+        and viewer.may_decide(pause_id=pause["id"], user=pause["user"], session=pause["session"], cause=pause["cause"])
+    )
+
+
+def pushed_envelope(item: dict, *, tenant_slug: str, with_token: bool) -> Envelope:
+    """A pushed event's envelope as `read_after` would return it."""
+    envelope = cast(Envelope, {**item["envelope"], "tenant": tenant_slug})
+    pause = item.get("pause")
+    if with_token and pause is not None:
+        token = token_unseal(pause["sealed"]) if pause["sealed"] else None
+        envelope["payload"] = {**envelope["payload"], **dict.fromkeys(pause["keys"], token)}
+    return envelope
 
 
 def poll_seconds() -> float:

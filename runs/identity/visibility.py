@@ -161,9 +161,10 @@ class Viewer:
     role: str | None
     runs: frozenset[str] = frozenset()  # runs delegated to this person (`view_run`)
     decides: frozenset[str] = frozenset()  # pauses delegated to this person (`decide_pause`)
+    all_runs: bool = False  # sees_all_runs beyond the role: an admin-scoped tenant-wide stream
 
     def sees_run(self, *, owner_id: int, run_id: str) -> bool:
-        return self.role in VIEWERS or owner_id == self.user_id or run_id in self.runs
+        return self.all_runs or self.role in VIEWERS or owner_id == self.user_id or run_id in self.runs
 
     def may_decide(self, *, pause_id: str, user: str, session: str, cause: str) -> bool:
         return (

@@ -4,9 +4,13 @@ An async view, served on Daphne's event loop. While a stream is idle it holds no
 thread and no database connection: it awaits its channel-layer inbox, and each database
 read runs on a pool thread that closes its connection before returning.
 
-Ordering and exactly-once delivery come from the durable log (`streams.read_after`); the
-channel layer only nudges, and while it fails the stream polls the log. Every read
-re-checks the caller: a revoked membership or a lost admin role ends the stream, and so
+Ordering and exactly-once delivery come from the durable log (`streams.read_after`) and its
+sequences. A push that follows the stream's cursor is delivered from the message itself (the
+events and the inputs of the visibility rule ride in it), so a busy tenant costs its streams
+no read per commit; a gap, a quiet spell or a failing layer reads the log, and while the
+layer fails the stream polls it. Every read re-checks the caller, at least once a keepalive
+interval and at once on a membership change; a resume token is sent only by a read, so it is
+re-checked at send time. A revoked membership or a lost admin role ends the stream, and so
 does the token's expiry, so a stream never outlives the right to read it.
 """
 
@@ -15,7 +19,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import jwt
@@ -29,8 +33,10 @@ from django.views.decorators.csrf import csrf_exempt
 
 from runs.domain import events, selectors
 from runs.domain.errors import AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
-from runs.domain.streams import BATCH, Tail, event_types, poll_seconds, read_after
+from runs.domain.event_types import Envelope
+from runs.domain.streams import BATCH, Tail, event_types, poll_seconds, push_shown, pushed_envelope, read_after
 from runs.identity.callers import Caller, caller_resolve
+from runs.identity.visibility import Viewer, sees_all_runs, viewer_of
 from runs.protocol.auth import bearer_token, caller_from_headers
 from runs.protocol.errors import harbor_error_response
 
@@ -44,6 +50,7 @@ RETRY_MS = 3000
 class Plan:
     caller: Caller
     tenant_id: int
+    tenant_slug: str
     run_id: str | None
     types: frozenset[str] | None
     tenant_wide: bool
@@ -91,6 +98,7 @@ def _open(meta: dict, query: dict) -> Plan:
     return Plan(
         caller=caller,
         tenant_id=caller.tenant.pk,
+        tenant_slug=caller.tenant.slug,
         run_id=run_id,
         types=types,
         tenant_wide=tenant_wide,
@@ -116,19 +124,22 @@ def _current_caller(plan: Plan) -> Caller | None:
     return None if plan.tenant_wide and not caller.is_admin else caller
 
 
-def _read(plan: Plan, cursor: int) -> tuple[list[str], int] | None:
-    """The next frames after `cursor` and the new cursor; None once the caller was revoked."""
+def _frame(envelope: Envelope) -> str:
+    data = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
+    return f"event: {envelope['type']}\nid: {envelope['sequence']}\ndata: {data}\n\n"
+
+
+def _read(plan: Plan, cursor: int) -> tuple[list[str], int, Viewer] | None:
+    """The next frames after `cursor`, the new cursor, and the caller's Viewer as of now (what
+    the pushes until the next read are delivered by); None once the caller was revoked."""
     caller = _current_caller(plan)
     if caller is None:
         return None
     envelopes, cursor = read_after(
         caller=caller, cursor=cursor, run_id=plan.run_id, types=plan.types, tenant_wide=plan.tenant_wide
     )
-    frames = []
-    for envelope in envelopes:
-        data = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
-        frames.append(f"event: {envelope['type']}\nid: {envelope['sequence']}\ndata: {data}\n\n")
-    return frames, cursor
+    viewer = replace(viewer_of(caller), all_runs=sees_all_runs(caller, tenant_wide=plan.tenant_wide))
+    return [_frame(envelope) for envelope in envelopes], cursor, viewer
 
 
 open_plan = _in_pool_thread(_open)
@@ -169,6 +180,11 @@ def _error(error: HarborError) -> JsonResponse:
 
 
 async def _frames(plan: Plan, tail: Tail, cursor: int) -> AsyncGenerator[str, None]:
+    """Read the log after the cursor (re-checking the caller), then wait. A push that follows
+    the cursor is delivered from the message itself, under the Viewer of the last read, for
+    a keepalive interval after that read, unless it carries a resume token for this caller;
+    anything else (a token, a gap, a membership change, a quiet spell, an outage) reads the
+    log again, re-checking the caller."""
     keepalive = float(getattr(settings, "HARBOR_SSE_KEEPALIVE_SECONDS", 15))
     try:
         yield f"retry: {RETRY_MS}\n\n"
@@ -177,12 +193,13 @@ async def _frames(plan: Plan, tail: Tail, cursor: int) -> AsyncGenerator[str, No
             result = await read_frames(plan, cursor)
             if result is None:
                 return  # revoked: the client's reconnect is refused
-            frames, cursor = result
+            frames, cursor, viewer = result
+            checked_at = time.monotonic()
             for frame in frames:
                 yield frame
             if len(frames) == BATCH:
                 continue  # more retained events to replay before waiting
-            while True:  # wait for a nudge past the cursor; older ones were already read
+            while time.time() < plan.expires_at:  # wait for a push past the cursor
                 wait = min(next_keepalive - time.monotonic(), plan.expires_at - time.time())
                 message = await tail.next(max(wait, 0))
                 if message is None:  # quiet, or the layer is failing: read the log anyway
@@ -194,6 +211,22 @@ async def _frames(plan: Plan, tail: Tail, cursor: int) -> AsyncGenerator[str, No
                     break
                 if message.get("type") == "harbor.close":
                     break  # a membership changed: the read re-checks the caller
+                if (
+                    message.get("type") == "harbor.events"
+                    and message.get("first") == cursor + 1
+                    and time.monotonic() - checked_at < keepalive
+                ):
+                    shown = [
+                        (item, push_shown(item, viewer=viewer, run_id=plan.run_id, types=plan.types))
+                        for item in message["events"]
+                    ]
+                    if any(with_token for _, with_token in shown):
+                        break  # a resume token is sent only after a re-check at send time: read
+                    for item, with_token in shown:
+                        if with_token is not None:
+                            yield _frame(pushed_envelope(item, tenant_slug=plan.tenant_slug, with_token=False))
+                    cursor = message["sequence"]
+                    continue
                 if message.get("sequence", 0) > cursor and (
                     plan.run_id is None or plan.run_id in (message.get("run"), *message.get("runs", ()))
                 ):

@@ -38,7 +38,6 @@ from django.contrib.auth.models import User
 from django.contrib.sessions.backends.base import SessionBase
 from django.utils import timezone
 
-from approvals.domain.tokens import token_unseal
 from runs.domain import events, selectors, streams
 from runs.domain.errors import InvalidRequest
 from runs.domain.event_types import Envelope
@@ -285,29 +284,16 @@ _RENDERED_MAX = 2048
 def rendered(
     item: dict, *, viewer: Viewer, tenant_slug: str, run_id: str | None, types: frozenset[str] | None = None
 ) -> str | None:
-    """The frame of one pushed event as this viewer receives it, or None when it may not
-    see it (or the socket did not ask for it): the visibility rule on the inputs the push
-    carries, no database read. A resume token is filled in only for a viewer the decision
-    rule would accept."""
+    """The frame of one pushed event as this viewer receives it, or None when it does not
+    (streams.push_shown: no database read)."""
+    with_token = streams.push_shown(item, viewer=viewer, run_id=run_id, types=types)
+    if with_token is None:
+        return None
     envelope = item["envelope"]
-    if (run_id is not None and envelope["run"] != run_id) or (types is not None and envelope["type"] not in types):
-        return None
-    if not viewer.sees_run(owner_id=item["owner"], run_id=envelope["run"]):
-        return None
-    pause = item.get("pause")
-    with_token = (
-        pause is not None
-        and bool(pause["keys"])
-        and viewer.may_decide(pause_id=pause["id"], user=pause["user"], session=pause["session"], cause=pause["cause"])
-    )
     key = (tenant_slug, envelope["sequence"], envelope["run"], envelope["occurred_at"], with_token)
     text = _RENDERED.get(key)
     if text is None:
-        frame = {**envelope, "tenant": tenant_slug}
-        if with_token and pause is not None:
-            token = token_unseal(pause["sealed"])
-            frame["payload"] = {**envelope["payload"], **{k: token for k in pause["keys"]}}
-        text = json.dumps(frame)
+        text = json.dumps(streams.pushed_envelope(item, tenant_slug=tenant_slug, with_token=with_token))
         _RENDERED[key] = text
         if len(_RENDERED) > _RENDERED_MAX:
             _RENDERED.popitem(last=False)

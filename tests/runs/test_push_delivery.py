@@ -7,6 +7,8 @@ from channels.db import database_sync_to_async
 
 from approvals.domain.tokens import token_unseal
 from approvals.models import Pause
+from runs.domain import events, selectors, streams
+from runs.identity.visibility import viewer_of
 from runs.runtime.dispatch import drain
 from runs.web import consumers
 
@@ -62,3 +64,39 @@ async def test_a_pause_reaches_each_socket_from_the_push_with_the_token_only_for
     assert await frames_until_quiet(sockets["mallory"], 0.3) == []  # another member's run: nothing
     for communicator in sockets.values():
         await communicator.disconnect()
+
+
+@database_sync_to_async
+def pushed_and_read(people, monkeypatch) -> tuple[list, list]:
+    """What each caller is shown of a parked run from its pushes (streams.push_shown and
+    pushed_envelope, as the websockets and SSE deliver them) and from the log (read_after)."""
+    pushed: list[dict] = []
+    monkeypatch.setattr(events, "_push", lambda tenant_id, published: pushed.extend(published))
+    before = selectors.events_head(tenant_id=people.acme.pk)
+    run = start.func(people, "alice", "launch", "probe")
+    drain()
+    start.func(people, "mallory")
+    callers = [people.caller(user) for user in ("alice", "bob", "olivia", "ada", "mallory")]
+    callers.append(people.caller("alice", session="s2"))
+    from_pushes, from_log = [], []
+    for caller in callers:
+        viewer = viewer_of(caller)
+        for run_id in (None, run.pk):
+            shown = [(item, streams.push_shown(item, viewer=viewer, run_id=run_id)) for item in pushed]
+            from_pushes.append(
+                [
+                    streams.pushed_envelope(item, tenant_slug="acme", with_token=bool(with_token))
+                    for item, with_token in shown
+                    if with_token is not None
+                ]
+            )
+            from_log.append(streams.read_after(caller=caller, cursor=before, run_id=run_id)[0])
+    return from_pushes, from_log
+
+
+async def test_a_pushed_event_is_shown_as_the_log_shows_it_to_each_caller(people_tx, probe, monkeypatch):
+    from_pushes, from_log = await pushed_and_read(people_tx, monkeypatch)
+    assert from_pushes == from_log
+    assert len({len(envelopes) for envelopes in from_log}) > 2  # the rule kept some events from some
+    tokens = {e["payload"].get("Token") for envelopes in from_log for e in envelopes if e["type"] == "pause.requested"}
+    assert None in tokens and len(tokens) == 2  # shown to some callers, not to others

@@ -239,7 +239,7 @@ def test_an_admin_streams_the_whole_tenant(live_harbor):
 def _plan(run_id=None):
     from types import SimpleNamespace
 
-    return SimpleNamespace(expires_at=time.time() + 3600, run_id=run_id, tenant_id=1)
+    return SimpleNamespace(expires_at=time.time() + 3600, run_id=run_id, tenant_id=1, tenant_slug="acme", types=None)
 
 
 def _in_own_loop(coroutine):
@@ -265,7 +265,7 @@ def test_keepalive_comments_while_idle(settings):
 
         async def no_frames(plan, cursor):
             reads.append(cursor)
-            return [], cursor
+            return [], cursor, None
 
         original, sse.read_frames = sse.read_frames, no_frames
         try:
@@ -303,7 +303,7 @@ def test_the_live_tail_survives_a_redis_restart(settings):
 
     async def read(plan, cursor):
         new = [seq for seq in log if seq > cursor]
-        return [f"id: {seq}\n\n" for seq in new], max([cursor, *new])
+        return [f"id: {seq}\n\n" for seq in new], max([cursor, *new]), None
 
     async def scenario():
         layer = RedisChannelLayer(hosts=[f"redis://127.0.0.1:{redis.port}/0"])
@@ -344,6 +344,77 @@ def test_the_live_tail_survives_a_redis_restart(settings):
     assert chunks == ["retry: 3000\n\n", "id: 1\n\n", "id: 2\n\n", "id: 3\n\n", "id: 4\n\n"]
 
 
+def test_a_push_that_follows_the_cursor_is_delivered_from_the_message_and_a_gap_reads_the_log(settings):
+    """Between reads a stream delivers each push that follows its cursor from the message,
+    under the Viewer of its last read (no database read); a push after a gap, or one with a
+    resume token the caller may use (re-checked at send time), reads the log."""
+    from channels.layers import InMemoryChannelLayer
+
+    from approvals.domain.tokens import token_seal
+    from runs.domain.streams import Tail
+    from runs.identity.visibility import Viewer
+    from runs.protocol import sse
+
+    settings.HARBOR_SSE_KEEPALIVE_SECONDS = 60
+    alice = Viewer(user_id=1, username="alice", session="s1", role="member")
+    reads: list[int] = []
+    head = [4]
+
+    async def read(plan, cursor):
+        reads.append(cursor)
+        return [], max(cursor, head[0]), alice
+
+    def item(sequence, owner, session=None):
+        envelope = {"type": "pause.requested", "sequence": sequence, "occurred_at": "2026-11-30T00:00:00Z"}
+        envelope |= {"tenant": "", "user": "alice", "session": "s1", "run": f"run{owner}", "payload": {"Token": None}}
+        pause = {"id": f"p{sequence}", "user": "alice", "session": session, "cause": "hitl_approval"}
+        return {
+            "envelope": envelope,
+            "owner": owner,
+            "pause": None if session is None else pause | {"sealed": token_seal("hrbp_t"), "keys": ["Token"]},
+        }
+
+    async def scenario():
+        layer = InMemoryChannelLayer()
+        tail = Tail(layer, await layer.new_channel("sse."))
+        await tail.join("tenant.1")
+        stream = sse._frames(_plan(), tail, 4)
+        assert await stream.__anext__() == "retry: 3000\n\n"
+        first = asyncio.ensure_future(stream.__anext__())
+        await asyncio.sleep(0.05)
+        items = [item(5, owner=1), item(6, owner=2), item(7, owner=1, session="s2")]
+        push = {"type": "harbor.events", "group": "tenant.1", "first": 5, "sequence": 7, "events": items}
+        await layer.group_send("tenant.1", push)
+        chunks = [await asyncio.wait_for(first, 3)]
+        chunks.append(await asyncio.wait_for(stream.__anext__(), 3))
+        read_before_the_gap = list(reads)
+        head[0] = 10
+        gap = {**push, "first": 10, "sequence": 10, "events": [item(10, owner=1)]}
+        waiting = asyncio.ensure_future(stream.__anext__())
+        await layer.group_send("tenant.1", gap)
+        await asyncio.sleep(0.1)
+        mine = {**push, "first": 11, "sequence": 11, "events": [item(11, owner=1, session="s1")]}
+        await layer.group_send("tenant.1", mine)
+        await asyncio.sleep(0.1)
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        return chunks, read_before_the_gap
+
+    originals = sse.read_frames
+    sse.read_frames = read
+    try:
+        chunks, read_before_the_gap = _in_own_loop(scenario())
+    finally:
+        sse.read_frames = originals
+    assert read_before_the_gap == [4]  # the pushed events cost no read
+    frames = [json.loads(chunk.split("data: ", 1)[1]) for chunk in chunks]
+    assert [f["sequence"] for f in frames] == [5, 7]  # not 6: another member's run
+    assert {f["tenant"] for f in frames} == {"acme"}
+    assert frames[1]["payload"]["Token"] is None  # another session's pause: not hers to decide
+    # The gap reads the log; so does a push with a token she may use (re-checked at send time).
+    assert reads == [4, 7, 10]
+
+
 def test_while_the_layer_is_down_streams_share_one_head_read_and_read_only_on_growth(settings):
     """An outage turns nudges into polling: a process's streams of one tenant share one read
     of the log's head per half poll interval, and read the log only once it has grown."""
@@ -359,7 +430,7 @@ def test_while_the_layer_is_down_streams_share_one_head_read_and_read_only_on_gr
     async def read(plan, cursor):
         reads.append(cursor)
         new = [seq for seq in log if seq > cursor]
-        return [f"id: {seq}\n\n" for seq in new], max([cursor, *new])
+        return [f"id: {seq}\n\n" for seq in new], max([cursor, *new]), None
 
     async def head(tenant_id):
         heads.append(tenant_id)
