@@ -18,7 +18,8 @@ def test_the_benchmark_prints_its_table(people_tx):
 @pytest.mark.django_db(transaction=True)
 def test_the_http_rows_hold_streams_open_against_a_real_daphne(people_tx):
     out = StringIO()
-    call_command("harbor_bench", "--latency-only", "--http", "--approvals", "2", stdout=out)
+    call_command("harbor_bench", "--latency-only", "--http", "--approvals", "2", "--stream-runs", "1", stdout=out)
     text = out.getvalue()
     assert "POST /v1/control/approve round trip" in text, text
     assert "200 idle GET /v1/events streams on one Daphne: threads" in text, text
+    assert "reaching 200 live GET /v1/events streams" in text, text

@@ -1,9 +1,11 @@
 """What a Daphne holds while it waits (`harbor_bench --http`): the threads and database
 connections of 200 idle `GET /v1/events` streams, and the idle PostgreSQL connections one
-sequential client leaves behind. Read from outside: the server's thread count from
+sequential client leaves behind; and what live streams cost it: its CPU time per event
+delivered to 200 streams. Read from outside: the server's thread count and CPU time from
 /proc, its connections from pg_stat_activity by the application name it connects with."""
 
 import asyncio
+import os
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -73,6 +75,61 @@ async def _hold_streams(url: str, headers: dict[str, str], pid: int, count: int)
         finally:
             await asyncio.gather(*(stream.aclose() for stream in streams))
     return before, during
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def live_streams_row(url: str, headers: dict[str, str], pid: int, count: int, runs: int = 10) -> str:
+    """The Daphne's CPU time per event delivered to `count` live streams of the caller's
+    own runs: runs with the streams open, less the same runs without them (on the embedded
+    default the runs themselves execute in the Daphne too)."""
+    alone, _ = asyncio.run(_runs_watched(url, headers, pid, 0, runs))
+    watched, delivered = asyncio.run(_runs_watched(url, headers, pid, count, runs))
+    per_event = (watched - alone) * 1000 / max(1, delivered // count)
+    return (
+        f"  a run's events reaching {count} live GET /v1/events streams: {per_event:.1f} ms of Daphne CPU"
+        f" per event ({per_event * 1000 / count:.0f} µs per stream)"
+    )
+
+
+async def _runs_watched(url: str, headers: dict[str, str], pid: int, count: int, runs: int) -> tuple[float, int]:
+    """The Daphne's CPU time over `runs` runs (each awaited), and the frames `count` streams
+    received meanwhile."""
+    frames = [0]
+
+    async def watch(client: httpx.AsyncClient) -> None:
+        async with client.stream("GET", "/v1/events") as stream:
+            async for line in stream.aiter_lines():
+                frames[0] += line.startswith("id: ")
+
+    async def one(api: httpx.AsyncClient) -> None:
+        body = {"query": "count to 3", "agent_id": "countdown"}
+        run = (await api.post("/v1/control/start", json=body)).json()["task_id"]
+        while (await api.post("/v1/tasks/get", json={"identity": {"run": run}})).json()["status"] != "complete":
+            await asyncio.sleep(0.25)
+
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)
+    timeout = httpx.Timeout(30, read=None)
+    async with (
+        httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=timeout) as client,
+        httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as api,
+    ):
+        watchers = [asyncio.create_task(watch(client)) for _ in range(count)]
+        await asyncio.sleep(2.0)
+        await one(api)  # warm
+        await asyncio.sleep(1.0)
+        began, seen = cpu_seconds(pid), frames[0]
+        for _ in range(runs):
+            await one(api)
+        await asyncio.sleep(1.0)  # the last frames
+        spent, delivered = cpu_seconds(pid) - began, frames[0] - seen
+        for watcher in watchers:
+            watcher.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+    return spent, delivered
 
 
 def _connections_now() -> tuple[int, int] | None:

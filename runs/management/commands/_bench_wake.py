@@ -193,7 +193,14 @@ def _token(caller: Caller, scratch: Path) -> tuple[str, dict[str, str]]:
 
 
 def http_rows(
-    write: Write, caller: Caller, approvals: int, scratch: Path, port: int, concurrency: int, pool: str
+    write: Write,
+    caller: Caller,
+    approvals: int,
+    scratch: Path,
+    port: int,
+    concurrency: int,
+    pool: str,
+    stream_runs: int = 10,
 ) -> None:
     token, key_env = _token(caller, scratch)
     production = connection.vendor != "sqlite"
@@ -243,6 +250,9 @@ def http_rows(
                 )
         idle = streams.idle_after()
         held = streams.idle_streams_row(url, {"Authorization": f"Bearer {token}"}, processes[0].pid, STREAMS)
+        live = streams.live_streams_row(
+            url, {"Authorization": f"Bearer {token}"}, processes[0].pid, STREAMS, stream_runs
+        )
     finally:
         for process in processes:
             stop(process)
@@ -260,6 +270,7 @@ def http_rows(
     if idle is not None:
         write(f"  idle PostgreSQL connections the Daphne keeps after that sequential client: {idle}")
     write(held)
+    write(live)
 
 
 # --- the command's side -------------------------------------------------------------------
@@ -273,6 +284,7 @@ def add_arguments(parser: ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="Daphne's port for --live and --http (default: a free one)")
     parser.add_argument("--worker-procs", type=int, default=2, help="Celery worker concurrency")
     parser.add_argument("--worker-pool", default="prefork", help="Celery worker pool (prefork, threads, solo)")
+    parser.add_argument("--stream-runs", type=int, default=10, help="runs timed for the live streams' row")
 
 
 def rows(write: Write, caller: Caller, options: dict[str, Any]) -> None:
@@ -281,4 +293,5 @@ def rows(write: Write, caller: Caller, options: dict[str, Any]) -> None:
     if options["wake"]:
         wake_rows(write, caller, approvals + 3, scratch, procs, pool)
     if options["http"]:
-        http_rows(write, caller, approvals, scratch, options["port"] or free_port(), procs, pool)
+        port = options["port"] or free_port()
+        http_rows(write, caller, approvals, scratch, port, procs, pool, max(1, options["stream_runs"]))
