@@ -78,11 +78,11 @@ def read_after_shared(
     *, tenant_id: int, tenant_slug: str, reads: list[tuple[Viewer, int, int, str | None, frozenset[str] | None]]
 ) -> list[list[Envelope]]:
     """`read_after` for many streams of one tenant, each reading the events after its cursor
-    up to a head at most BATCH later (viewer, cursor, head, run or None, types or None): one read of the
-    log, and of the pauses whose tokens it carries, then the visibility rule applied per
-    stream on the rows read (`Viewer`, the rule the queries apply). A thousand sockets
-    catching up on one commit cost two queries, not a few thousand. Each stream's cursor
-    moves to its head."""
+    up to a head at most BATCH later (viewer, cursor, head, run or None, types or None): one
+    read of the log, and of the pauses whose tokens it carries, then the visibility rule
+    applied per stream on the rows read (`Viewer`, the rule the queries apply). A thousand
+    sockets catching up on one commit cost two queries, not a few thousand. Each stream's
+    cursor moves to its head."""
     low, high = min(cursor for _, cursor, _, _, _ in reads), max(head for _, _, head, _, _ in reads)
     assert all(head - cursor <= BATCH for _, cursor, head, _, _ in reads), "further behind: page with read_after"
     owned = selectors.events_between(tenant_id=tenant_id, after=low, upto=high)
