@@ -174,8 +174,9 @@ class Viewer:
         )
 
 
-def viewer_of(caller: Caller) -> Viewer:
-    """A live stream's Viewer (pages: no token scopes, so no tenant-wide widening)."""
+def viewer_of(caller: Caller, *, tenant_wide: bool = False) -> Viewer:
+    """A live stream's Viewer; `tenant_wide` as in `sees_all_runs` (an SSE stream's ?admin=1;
+    pages have no token scopes, so no widening)."""
     return Viewer(
         user_id=caller.user.pk,
         username=caller.user.username,
@@ -183,6 +184,7 @@ def viewer_of(caller: Caller) -> Viewer:
         role=caller.role,
         runs=frozenset(_delegated(caller, "view_run", Run).values_list("object_pk", flat=True)),
         decides=frozenset(_delegated(caller, "decide_pause", Pause).values_list("object_pk", flat=True)),
+        all_runs=tenant_wide and sees_all_runs(caller, tenant_wide=True),
     )
 
 

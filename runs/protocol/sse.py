@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import jwt
@@ -36,7 +36,7 @@ from runs.domain.errors import AuthRejected, HarborError, IdentityScopeRequired,
 from runs.domain.event_types import Envelope
 from runs.domain.streams import BATCH, Tail, event_types, poll_seconds, push_shown, pushed_envelope, read_after
 from runs.identity.callers import Caller, caller_resolve
-from runs.identity.visibility import Viewer, sees_all_runs, viewer_of
+from runs.identity.visibility import Viewer, viewer_of
 from runs.protocol.auth import bearer_token, caller_from_headers
 from runs.protocol.errors import harbor_error_response
 
@@ -138,8 +138,7 @@ def _read(plan: Plan, cursor: int) -> tuple[list[str], int, Viewer] | None:
     envelopes, cursor = read_after(
         caller=caller, cursor=cursor, run_id=plan.run_id, types=plan.types, tenant_wide=plan.tenant_wide
     )
-    viewer = replace(viewer_of(caller), all_runs=sees_all_runs(caller, tenant_wide=plan.tenant_wide))
-    return [_frame(envelope) for envelope in envelopes], cursor, viewer
+    return [_frame(envelope) for envelope in envelopes], cursor, viewer_of(caller, tenant_wide=plan.tenant_wide)
 
 
 open_plan = _in_pool_thread(_open)
