@@ -17,6 +17,7 @@ from channels.security.websocket import WebsocketDenier  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.http.request import split_domain_port, validate_host  # noqa: E402
 
+from harbor_site.request_threads import RequestThreads  # noqa: E402
 from harbor_site.sqlite_wal import keep_wal_open  # noqa: E402
 from runs.domain import events  # noqa: E402
 from runs.protocol.middleware import BodyLimit, OneThreadASGIHandler, limit_daphne_bodies  # noqa: E402
@@ -84,6 +85,7 @@ _router = ProtocolTypeRouter(
 # on pool threads), so idle streams hold no thread each.
 _STREAM_SETUP = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harbor-stream-setup")
 STREAM_PATHS = frozenset({"/v1/events", "/v1/events/"})
+_request_threads = RequestThreads(settings.HARBOR_REQUEST_THREADS)  # every other request's
 
 
 async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
@@ -94,6 +96,10 @@ async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISend
         start_local_runtime()
     if scope["type"] == "http" and scope.get("path") in STREAM_PATHS:
         async with ThreadSensitiveContext(executor=_STREAM_SETUP):
+            await _router(scope, receive, send)
+        return
+    if scope["type"] == "http":
+        async with _request_threads.borrowed():
             await _router(scope, receive, send)
         return
     await _router(scope, receive, send)

@@ -121,6 +121,9 @@ if EMBEDDED:
             # A file test database, so a second process (a worker) can see it; one per
             # test session, inherited by the processes that session starts.
             "TEST": {"NAME": os.environ.setdefault("HARBOR_TEST_DB", str(VAR_DIR / f"test-{os.getpid()}.sqlite3"))},
+            # Kept open by the threads that use it (requests' threads are a fixed set,
+            # harbor_site.request_threads): opening one costs more than a request's queries.
+            "CONN_MAX_AGE": 600,
             "OPTIONS": {
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 20,
@@ -302,6 +305,8 @@ HARBOR_TRUSTED_PROXIES = [p for p in os.environ.get("HARBOR_TRUSTED_PROXIES", ""
 # "thread": advance runs on threads in this process (embedded); "celery": enqueue Celery
 # tasks (production); "manual": nothing runs until a caller drives the runtime (tests).
 HARBOR_EXECUTOR = os.environ.get("HARBOR_EXECUTOR", "thread" if EMBEDDED else "celery")
+# Threads that run requests' sync code, borrowed one per request (harbor_site.request_threads).
+HARBOR_REQUEST_THREADS = int(os.environ.get("HARBOR_REQUEST_THREADS", "20"))
 HARBOR_LOCAL_WORKERS = int(os.environ.get("HARBOR_LOCAL_WORKERS", "4"))
 # A worker's lease on a run; a heartbeat renews it every third while a planner or tool works.
 HARBOR_LEASE_SECONDS = float(os.environ.get("HARBOR_LEASE_SECONDS", "30"))

@@ -2,15 +2,20 @@
 (timing lives in `harbor_bench --http`): statements for identity and the throttle, and the
 thread hand-offs of Django's middleware stack under ASGI."""
 
+import asyncio
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 from asgiref import sync
+from django.core.signals import request_finished
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from approvals.models import Pause
+from harbor_site.request_threads import RequestThreads
 from runs.domain.errors import AuthRejected
 from runs.domain.services import run_start, steering_submit
 from runs.identity.callers import User, caller_resolve
@@ -96,3 +101,62 @@ def test_an_asgi_request_crosses_between_loop_and_thread_at_most_three_times(peo
     response = sync.async_to_sync(approve)()
     assert response.status_code == 200, response.text
     assert len(hops) <= 3, hops
+
+
+def test_sequential_requests_run_on_one_thread_and_keep_its_connection(people_tx):
+    """A request borrows a thread of a fixed set (harbor_site.request_threads), the one used
+    last first: nothing is started per request, and on SQLite the thread's connection is
+    still open from the request before."""
+    threads = RequestThreads(4)
+    handler = OneThreadASGIHandler()
+
+    async def app(scope, receive, send):
+        async with threads.borrowed():
+            await handler(scope, receive, send)
+
+    seen = []
+
+    def record(**kwargs):  # after Django's own request_finished receiver (close_old_connections)
+        seen.append((threading.current_thread().name, connection.connection))
+
+    async def list_twice() -> list[int]:
+        transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]  # stubs differ on Mapping
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            headers = {"Authorization": f"Bearer {mint('alice')}", "Content-Type": "application/json"}
+            return [(await client.post("/v1/tasks/list", json={}, headers=headers)).status_code for _ in range(2)]
+
+    request_finished.connect(record)
+    try:
+        assert sync.async_to_sync(list_twice)() == [200, 200]
+    finally:
+        request_finished.disconnect(record)
+    (first_thread, first_connection), (second_thread, second_connection) = seen
+    assert first_thread == second_thread and first_thread.startswith("harbor-request-")
+    if connection.vendor == "sqlite":  # PostgreSQL's come from the pool, handed back at the end
+        assert first_connection is not None and second_connection is first_connection
+        first_connection.close()
+
+
+def test_a_request_beyond_the_set_waits_for_a_thread():
+    threads = RequestThreads(2)
+
+    async def scenario() -> tuple[int, set[str]]:
+        names: list[str] = []
+        release = asyncio.Event()
+
+        async def request() -> None:
+            async with threads.borrowed():
+                names.append(await sync.sync_to_async(lambda: threading.current_thread().name)())
+                await release.wait()
+
+        tasks = [asyncio.create_task(request()) for _ in range(3)]
+        await asyncio.sleep(0.2)
+        running = len(names)
+        release.set()
+        await asyncio.gather(*tasks)
+        return running, set(names)
+
+    with ThreadPoolExecutor(max_workers=1) as runner:  # a loop of its own, whatever this thread holds
+        running, names = runner.submit(asyncio.run, scenario()).result()
+    assert running == 2  # the third waited for a thread
+    assert len(names) == 2
