@@ -157,7 +157,14 @@ class Rows(Generic[M]):
             found = cursor.fetchone()
         return None if found is None else self._row(conn, found)
 
-    def _row(self, conn: BaseDatabaseWrapper, found: tuple) -> M:
+    def columns(self, conn: BaseDatabaseWrapper, alias: str) -> list[str]:
+        """This model's columns as `built` takes them, under `alias`, for a statement that
+        reads them beside other tables'."""
+        return [f"{alias}.{conn.ops.quote_name(field.column)}" for field in self.fields]
+
+    def built(self, conn: BaseDatabaseWrapper, found: tuple) -> M:
+        """The model of a row of `columns`' values, converted as Django's compiler would, and
+        remembered as `update` compares."""
         values = list(found[: len(self.fields)])
         for index, (converters, expression) in enumerate(self._converters(conn)):
             for convert in converters:
@@ -166,6 +173,10 @@ class Rows(Generic[M]):
         row.__dict__[_STORED] = {
             field.attname: _kept(field, python) for field, python in zip(self.fields, values, strict=True)
         }
+        return row
+
+    def _row(self, conn: BaseDatabaseWrapper, found: tuple) -> M:
+        row = self.built(conn, found)
         if self.owner:
             user_model = get_user_model()
             row._state.fields_cache["owner"] = user_model.from_db(conn.alias, ["id", "username"], found[-2:])

@@ -19,6 +19,7 @@ from harbor_site.request_threads import RequestThreads
 from runs.domain.errors import AuthRejected
 from runs.domain.services import run_start, steering_submit
 from runs.identity.callers import User, caller_resolve
+from runs.models import Tenant
 from runs.protocol.middleware import OneThreadASGIHandler
 from runs.runtime.dispatch import drain
 
@@ -65,6 +66,10 @@ def test_the_membership_read_serves_the_callers_role(people):
         bob = people.caller("bob")
         assert bob.role == "approver" and not bob.is_admin
     assert len(_statements(queries)) == 1
+    # The one statement's rows come back as the ORM would build them.
+    assert bob.tenant == Tenant.objects.get(slug="acme") and bob.tenant.name == Tenant.objects.get(slug="acme").name
+    assert bob.user == User.objects.get(username="bob") and bob.user.is_active is True
+    assert bob.user.date_joined == User.objects.get(username="bob").date_joined  # converted, aware
 
 
 def test_a_refused_identity_still_says_why(people):
