@@ -221,9 +221,10 @@ def pause_cancel_open(*, run: Run, reason: str, cascaded: bool) -> None:
 
 def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None, pause_id: str | None) -> Pause:
     if pause_id is not None:
-        pause = run.pauses.select_for_update(no_key=True).filter(pk=pause_id).first()
+        pause = PAUSES.lock(pk=pause_id, run=run)
         if pause is None:
             raise NotFound(NO_OPEN_PAUSE)
+        pause.run = run  # as the related manager would: the run is already at hand, locked
         return pause
     if token is not None:
         if not isinstance(token, str) or not token:
