@@ -125,7 +125,7 @@ def test_sequential_requests_run_on_one_thread_and_keep_its_connection(people_tx
         seen.append((threading.current_thread().name, connection.connection))
 
     async def list_twice() -> list[int]:
-        transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]  # stubs differ on Mapping
+        transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
             headers = {"Authorization": f"Bearer {mint('alice')}", "Content-Type": "application/json"}
             return [(await client.post("/v1/tasks/list", json={}, headers=headers)).status_code for _ in range(2)]
