@@ -27,9 +27,19 @@ class RequestThreads:
             self._free = asyncio.LifoQueue()
             for index in reversed(range(self.size)):  # a thread starts at its first call, not here
                 self._free.put_nowait(ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"harbor-request-{index}"))
-        executor = await self._free.get()
+        free = self._free
+        executor = await free.get()
         try:
             async with ThreadSensitiveContext(executor=executor):
                 yield
-        finally:
-            self._free.put_nowait(executor)
+        except BaseException:
+            # A request cut short (its client gone) may leave its call running on the
+            # thread: the thread rejoins the set once idle, so no request queues behind it.
+            idle = asyncio.get_running_loop().run_in_executor(executor, _nothing)
+            idle.add_done_callback(lambda _: free.put_nowait(executor))
+            raise
+        free.put_nowait(executor)
+
+
+def _nothing() -> None:
+    pass

@@ -3,6 +3,7 @@
 thread hand-offs of Django's middleware stack under ASGI."""
 
 import asyncio
+import contextlib
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -165,3 +166,43 @@ def test_a_request_beyond_the_set_waits_for_a_thread():
         running, names = runner.submit(asyncio.run, scenario()).result()
     assert running == 2  # the third waited for a thread
     assert len(names) == 2
+
+
+def test_a_thread_left_busy_by_a_cancelled_request_is_not_lent_until_idle():
+    threads = RequestThreads(2)
+    stuck = threading.Event()
+
+    async def scenario() -> tuple[str, str, int]:
+        started = asyncio.Event()
+        names: list[str] = []
+
+        def blocked() -> None:
+            names.append(threading.current_thread().name)
+            stuck.wait(10)
+
+        async def abandoned() -> None:
+            async with threads.borrowed():
+                call = asyncio.ensure_future(sync.sync_to_async(blocked)())
+                await asyncio.sleep(0.1)
+                started.set()
+                await call
+
+        async def next_request() -> str:
+            async with threads.borrowed():
+                return await sync.sync_to_async(lambda: threading.current_thread().name)()
+
+        first = asyncio.create_task(abandoned())
+        await started.wait()
+        first.cancel()  # the client went away; its call still runs on the thread
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        second = await asyncio.wait_for(next_request(), 2)
+        stuck.set()
+        await asyncio.sleep(0.2)
+        third = await asyncio.wait_for(next_request(), 2)  # the freed thread is lent again
+        return names[0], second, len({names[0], second, third})
+
+    with ThreadPoolExecutor(max_workers=1) as runner:
+        abandoned_on, second_on, distinct = runner.submit(asyncio.run, scenario()).result()
+    assert second_on != abandoned_on
+    assert distinct == 2
