@@ -21,5 +21,6 @@ def test_the_http_rows_hold_streams_open_against_a_real_daphne(people_tx):
     call_command("harbor_bench", "--latency-only", "--http", "--approvals", "2", "--stream-runs", "1", stdout=out)
     text = out.getvalue()
     assert "POST /v1/control/approve round trip" in text, text
+    assert "with no run advancing beside it (the request alone)" in text and "ms of Daphne CPU each" in text, text
     assert "200 idle GET /v1/events streams on one Daphne: threads" in text, text
     assert "reaching 200 live GET /v1/events streams" in text, text

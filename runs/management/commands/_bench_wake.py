@@ -215,6 +215,10 @@ def http_rows(
     if production:
         env["DATABASE_URL"] = streams.named_database_url(env["DATABASE_URL"])
     url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    alone, alone_cpu = _requests_alone(
+        caller, approvals, url, port, scratch, {**env, "HARBOR_EXECUTOR": "manual"}, headers
+    )
     processes = [start_daphne("harbor_site.asgi:application", port, scratch / "bench-daphne.log", env)]
     if production:
         from runs.tasks import dispatch as dispatch_task
@@ -226,28 +230,16 @@ def http_rows(
         if production:
             _wait(lambda: bool(dispatch_task.app.control.ping(destination=[node], timeout=0.5)), "the worker")
         ids = _paused_runs(caller, approvals + 3, "deploy", "deploy build 42 to staging", dispatch.drain)
-        tokens = {
-            run_id: token_unseal(sealed)
-            for run_id, sealed in Pause.objects.filter(run_id__in=ids).values_list("run_id", "token_sealed")
-        }
-        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-        spent = []
-        with httpx.Client(base_url=url, headers=headers, timeout=30) as client:  # one kept-alive connection
-            for index, run_id in enumerate(ids):
-                body = {"identity": {"run": run_id}, "payload": {"token": tokens[run_id]}}
-                connection.close()  # as in production, no other process holds the database open
-                began = time.perf_counter()
-                response = client.post("/v1/control/approve", json=body)
-                elapsed = (time.perf_counter() - began) * 1000
-                if response.status_code != 200:
-                    raise RuntimeError(f"approve answered {response.status_code}: {response.text[:300]}")
-                if index >= 3:  # the first few warm the server up
-                    spent.append(elapsed)
-                # Measured one at a time: the run finishes before the next approve is sent.
-                _wait(
-                    lambda: Run.objects.filter(pk=run_id, status=RunStatus.COMPLETE).exists(),
-                    "the approved run to finish",
-                )
+        # Measured one at a time: the run finishes before the next approve is sent.
+        spent = _approve_each(
+            url,
+            headers,
+            ids,
+            then=lambda run_id: _wait(
+                lambda: Run.objects.filter(pk=run_id, status=RunStatus.COMPLETE).exists(),
+                "the approved run to finish",
+            ),
+        )
         idle = streams.idle_after()
         held = streams.idle_streams_row(url, {"Authorization": f"Bearer {token}"}, processes[0].pid, STREAMS)
         live = streams.live_streams_row(
@@ -267,10 +259,57 @@ def http_rows(
         for run_id, started in opened.values_list("run_id", "started_at")
     ]
     write(f"    … the same approvals: decided → gated tool call opened ({executor}) {_figures(woke)}")
+    write(
+        f"    … with no run advancing beside it (the request alone) {_figures(alone)}; {alone_cpu:.1f} ms of Daphne CPU each"
+    )
     if idle is not None:
         write(f"  idle PostgreSQL connections the Daphne keeps after that sequential client: {idle}")
     write(held)
     write(live)
+
+
+def _approve_each(url: str, headers: dict[str, str], ids: list[str], then: Callable[[str], object]) -> list[float]:
+    """POST /v1/control/approve for each paused run in turn, over one kept-alive connection:
+    ms per round trip, the first three (which warm the server up) left out."""
+    sealed = Pause.objects.filter(run_id__in=ids).values_list("run_id", "token_sealed")
+    tokens = {run_id: token_unseal(token) for run_id, token in sealed}
+    spent = []
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+        for index, run_id in enumerate(ids):
+            body = {"identity": {"run": run_id}, "payload": {"token": tokens[run_id]}}
+            connection.close()  # as in production, no other process holds the database open
+            began = time.perf_counter()
+            response = client.post("/v1/control/approve", json=body)
+            elapsed = (time.perf_counter() - began) * 1000
+            if response.status_code != 200:
+                raise RuntimeError(f"approve answered {response.status_code}: {response.text[:300]}")
+            if index >= 3:
+                spent.append(elapsed)
+            then(run_id)
+    return spent
+
+
+def _requests_alone(
+    caller: Caller, approvals: int, url: str, port: int, scratch: Path, env: dict[str, str], headers: dict[str, str]
+) -> tuple[list[float], float]:
+    """The approve request with nothing else running: a Daphne that advances no runs (the
+    approved calls wait), so neither a worker nor the embedded pool shares the cores. Its
+    CPU per approve, from /proc, is what the request costs the server."""
+    ids = _paused_runs(caller, approvals + 3, "deploy", "deploy build 42 to staging", dispatch.drain)
+    daphne = start_daphne("harbor_site.asgi:application", port, scratch / "bench-daphne-alone.log", env)
+    try:
+        began = _cpu_seconds(daphne.pid)
+        spent = _approve_each(url, headers, ids, then=lambda run_id: time.sleep(0.005))
+        cpu = (_cpu_seconds(daphne.pid) - began) * 1000 / len(ids)
+    finally:
+        stop(daphne)
+    dispatch.drain()  # the approved runs end here, not on the next Daphne while it is timed
+    return spent, cpu
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --- the command's side -------------------------------------------------------------------
