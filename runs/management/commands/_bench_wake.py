@@ -298,18 +298,13 @@ def _requests_alone(
     ids = _paused_runs(caller, approvals + 3, "deploy", "deploy build 42 to staging", dispatch.drain)
     daphne = start_daphne("harbor_site.asgi:application", port, scratch / "bench-daphne-alone.log", env)
     try:
-        began = _cpu_seconds(daphne.pid)
+        began = streams.cpu_seconds(daphne.pid)
         spent = _approve_each(url, headers, ids, then=lambda run_id: time.sleep(0.005))
-        cpu = (_cpu_seconds(daphne.pid) - began) * 1000 / len(ids)
+        cpu = (streams.cpu_seconds(daphne.pid) - began) * 1000 / len(ids)
     finally:
         stop(daphne)
     dispatch.drain()  # the approved runs end here, not on the next Daphne while it is timed
     return spent, cpu
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --- the command's side -------------------------------------------------------------------
