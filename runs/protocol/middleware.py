@@ -154,43 +154,65 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
+def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES, page_limit: int | None = None) -> None:
     """Daphne (Twisted) receives a whole request body — into a temporary file past 100 kB —
     before the ASGI app hears of the request, so BodyLimit alone comes too late there.
-    This refuses a /v1/ body while it arrives: on its Content-Length as soon as the headers
-    are in, or as soon as a chunked body passes the limit, and hangs up."""
+    This refuses a body while it arrives (a /v1/ one over `limit` with the protocol's JSON
+    error, any other over `page_limit`, by default Django's DATA_UPLOAD_MAX_MEMORY_SIZE): on
+    its Content-Length as soon as the headers are in, or as soon as a chunked body passes
+    the limit, and hangs up.
+
+    Twisted's own parsing of form bodies is turned off: Daphne hands the raw body to the
+    app and never reads what Twisted parsed, and that parse ran on the event loop (a few MB
+    of multipart stalled every socket and request of the process for seconds)."""
     try:
         from daphne.http_protocol import WebRequest
-    except ImportError:  # another ASGI server: BodyLimit is what applies
+    except ImportError:  # another ASGI server: BodyLimit and Django's own limits are what apply
         return
     if getattr(WebRequest, "harbor_body_limit", None) is not None:
         return
-    got_length, handle_chunk, process = WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process
+    if page_limit is None:
+        page_limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    init, got_length, handle_chunk, process = (
+        WebRequest.__init__,
+        WebRequest.gotLength,
+        WebRequest.handleContentChunk,
+        WebRequest.process,
+    )
 
     def refuse(request: WebRequest, message: str) -> None:
         request.harbor_refused = True
-        body = json.dumps({"code": "request_too_large", "message": message}).encode()
+        if request.harbor_protocol:
+            kind, body = b"application/json", json.dumps({"code": "request_too_large", "message": message}).encode()
+        else:
+            kind, body = b"text/plain; charset=utf-8", f"Request body too large: {message}.\n".encode()
         request.channel.transport.write(
-            b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+            b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: %s\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (kind, len(body), body)
         )
         request.channel.loseConnection()
+
+    def __init__(self: WebRequest, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self._parsePOSTFormSubmission = False  # Twisted's request.args from the body: unused, and costly
 
     def gotLength(self: WebRequest, length: int | None) -> None:
         # The request line is parsed (the channel holds its target); the body is not read yet.
         self.harbor_received, self.harbor_refused = 0, False
-        self.harbor_limited = (getattr(self.channel, "_path", b"") or b"").startswith(PROTOCOL_PREFIX.encode())
-        if self.harbor_limited and length is not None and length > limit:
+        self.harbor_protocol = (getattr(self.channel, "_path", b"") or b"").startswith(PROTOCOL_PREFIX.encode())
+        self.harbor_limit = limit if self.harbor_protocol else page_limit
+        if self.harbor_limit is not None and length is not None and length > self.harbor_limit:
             got_length(self, 0)  # a tiny in-memory buffer, never filled
-            return refuse(self, _too_large(length))
+            return refuse(self, f"the body is {length} bytes; the limit is {self.harbor_limit}")
         got_length(self, length)
 
     def handleContentChunk(self: WebRequest, data: bytes) -> None:
         if getattr(self, "harbor_refused", False):
             return
         self.harbor_received = getattr(self, "harbor_received", 0) + len(data)
-        if getattr(self, "harbor_limited", False) and self.harbor_received > limit:
-            return refuse(self, f"the body is over {limit} bytes")
+        bound = getattr(self, "harbor_limit", None)
+        if bound is not None and self.harbor_received > bound:
+            return refuse(self, f"the body is over {bound} bytes")
         handle_chunk(self, data)
 
     def guarded_process(self: WebRequest) -> object:
@@ -198,7 +220,8 @@ def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES) -> None:
             return process(self)
         return None
 
-    WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process = (
+    WebRequest.__init__, WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process = (
+        __init__,
         gotLength,
         handleContentChunk,
         guarded_process,

@@ -1,6 +1,7 @@
-"""Against a live Daphne: a large /v1/ body is refused as it arrives, not after the server
-has buffered all of it (Twisted writes a body past 100 kB to a temporary file first), and
-a foreign Host gets the protocol's JSON error, not a page."""
+"""Against a live Daphne: a large body is refused as it arrives, not after the server has
+buffered all of it (Twisted writes a body past 100 kB to a temporary file first), a form
+body is Django's alone to parse, and a foreign Host gets the protocol's JSON error, not a
+page."""
 
 import json
 import socket
@@ -17,7 +18,7 @@ def _connect(live_harbor) -> socket.socket:
     return sock
 
 
-def _response(sock) -> tuple[int, dict]:
+def _raw_response(sock) -> tuple[bytes, bytes]:
     data = b""
     while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < int(
         dict(line.split(b": ", 1) for line in data.split(b"\r\n\r\n")[0].split(b"\r\n")[1:]).get(
@@ -29,11 +30,16 @@ def _response(sock) -> tuple[int, dict]:
             break
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
+    return head, body
+
+
+def _response(sock) -> tuple[int, dict]:
+    head, body = _raw_response(sock)
     return int(head.split(b" ")[1]), json.loads(body)
 
 
-def _headers(path: str, extra: str) -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{extra}\r\n").encode()
+def _headers(path: str, extra: str, kind: str = "application/json") -> bytes:
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {kind}\r\n{extra}\r\n").encode()
 
 
 def test_a_declared_huge_body_is_refused_before_it_is_sent(live_harbor):
@@ -59,6 +65,25 @@ def test_a_chunked_body_is_cut_off_past_the_limit(live_harbor):
         status, body = _response(sock)
     assert (status, body["code"]) == (413, "request_too_large")
     assert sent < 16 * 1024 * 1024  # the server hung up long before the 64 MiB were sent
+
+
+def test_a_page_body_past_the_form_limit_is_refused_before_it_is_sent(live_harbor):
+    with _connect(live_harbor) as sock:
+        sock.sendall(_headers("/login/", f"Content-Length: {1024**3}\r\n", "multipart/form-data; boundary=b"))
+        head, body = _raw_response(sock)  # no body sent: the answer comes on the headers
+    assert head.startswith(b"HTTP/1.1 413 ")
+    assert b"the limit is 2621440" in body  # Django's DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+def test_a_form_body_is_parsed_by_django_alone(live_harbor):
+    # Twisted would parse it too, on the event loop every socket shares (seconds for a few MB
+    # of multipart), and answer a malformed one itself: a bare 400, none of Django's headers.
+    body = b"not a multipart body"
+    with _connect(live_harbor) as sock:
+        sock.sendall(_headers("/login/", f"Content-Length: {len(body)}\r\n", "multipart/form-data") + body)
+        head, _ = _raw_response(sock)
+    assert head.startswith(b"HTTP/1.1 403 ")  # Django's CSRF check: the request reached the app
+    assert b"Content-Security-Policy" in head
 
 
 def test_a_foreign_host_is_a_json_400_even_with_debug_pages_on(live_harbor):
