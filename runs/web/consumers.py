@@ -403,8 +403,9 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         if self.tail is not None:
             await self.tail.leave()
 
-    async def receive_json(self, content: object, **kwargs: object) -> None:
-        """Clients only listen; anything they send is ignored."""
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: object) -> None:
+        """Clients only listen; anything they send is ignored, undecoded (a flood of large
+        frames would otherwise be JSON to parse on the loop every socket shares)."""
 
     async def harbor_event(self, message: dict) -> None:
         if self.pump is not None and message.get("sequence", 0) > self.cursor:

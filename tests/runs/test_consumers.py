@@ -234,6 +234,8 @@ async def test_clients_cannot_write_or_pick_groups(people_tx):
     assert not connected and code == 4400
     communicator, connected, _ = await connect(user="ada")
     await communicator.send_json_to({"type": "harbor.event", "event": 1})
+    await communicator.send_to(text_data="{not json")  # not even decoded: nothing to parse
+    await communicator.send_to(bytes_data=b"\x00" * 1024)
     assert await communicator.receive_nothing(timeout=0.3)
     await communicator.disconnect()
 
