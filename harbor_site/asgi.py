@@ -3,6 +3,7 @@
 import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
 
 import django
 from asgiref.typing import ASGI3Application, ASGIReceiveCallable, ASGISendCallable, Scope, WebSocketScope
@@ -22,6 +23,7 @@ from harbor_site.sqlite_wal import keep_wal_open  # noqa: E402
 from runs.domain import events  # noqa: E402
 from runs.protocol.middleware import BodyLimit, OneThreadASGIHandler, limit_daphne_bodies  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
+from runs.web.consumers import SERVER_SEND  # noqa: E402
 from runs.web.routing import websocket_urlpatterns  # noqa: E402
 
 django_asgi = OneThreadASGIHandler()  # the middleware stack in one thread hop per request
@@ -102,4 +104,7 @@ async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISend
         async with _request_threads.borrowed():
             await _router(scope, receive, send)
         return
+    if scope["type"] == "websocket":
+        handed: dict[str, Any] = {**scope, SERVER_SEND: send}  # the socket's frames skip the wrappers of send
+        scope = cast(Scope, handed)
     await _router(scope, receive, send)
