@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP (Django) and websockets (Channels)."""
 
 import asyncio
+import gc
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
@@ -108,3 +109,10 @@ async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISend
         handed: dict[str, Any] = {**scope, SERVER_SEND: send}  # the socket's frames skip the wrappers of send
         scope = cast(Scope, handed)
     await _router(scope, receive, send)
+
+
+# What startup built (Django, the apps, the routes) lives as long as the process: frozen out
+# of the collector's scans. And the oldest generation is collected a tenth as often: with
+# 2,000 inbox sockets open, a full collection stalled the event loop 0.4-0.6 s every ~8 s.
+gc.freeze()
+gc.set_threshold(*gc.get_threshold()[:2], 100)
