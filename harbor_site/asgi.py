@@ -4,7 +4,7 @@ import asyncio
 import gc
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+from typing import cast
 
 import django
 from asgiref.typing import ASGI3Application, ASGIReceiveCallable, ASGISendCallable, Scope, WebSocketScope
@@ -106,8 +106,7 @@ async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISend
             await _router(scope, receive, send)
         return
     if scope["type"] == "websocket":
-        handed: dict[str, Any] = {**scope, SERVER_SEND: send}  # the socket's frames skip the wrappers of send
-        scope = cast(Scope, handed)
+        scope = cast(Scope, {**scope, SERVER_SEND: send})  # the socket's frames skip the wrappers of send
     await _router(scope, receive, send)
 
 

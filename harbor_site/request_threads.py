@@ -35,11 +35,7 @@ class RequestThreads:
         except BaseException:
             # A request cut short (its client gone) may leave its call running on the
             # thread: the thread rejoins the set once idle, so no request queues behind it.
-            idle = asyncio.get_running_loop().run_in_executor(executor, _nothing)
+            idle = asyncio.get_running_loop().run_in_executor(executor, lambda: None)
             idle.add_done_callback(lambda _: free.put_nowait(executor))
             raise
         free.put_nowait(executor)
-
-
-def _nothing() -> None:
-    pass

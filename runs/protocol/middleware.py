@@ -76,8 +76,8 @@ def _error(status: int, code: str, message: str) -> JsonResponse:
     return JsonResponse({"code": code, "message": message}, status=status)
 
 
-def _too_large(declared: int) -> str:
-    return f"the body is {declared} bytes; the limit is {MAX_REQUEST_BYTES}"
+def _too_large(declared: int, limit: int = MAX_REQUEST_BYTES) -> str:
+    return f"the body is {declared} bytes; the limit is {limit}"
 
 
 class ProtocolGuardMiddleware(MiddlewareMixin):
@@ -203,7 +203,7 @@ def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES, page_limit: int | None =
         self.harbor_limit = limit if self.harbor_protocol else page_limit
         if self.harbor_limit is not None and length is not None and length > self.harbor_limit:
             got_length(self, 0)  # a tiny in-memory buffer, never filled
-            return refuse(self, f"the body is {length} bytes; the limit is {self.harbor_limit}")
+            return refuse(self, _too_large(length, self.harbor_limit))
         got_length(self, length)
 
     def handleContentChunk(self: WebRequest, data: bytes) -> None:
