@@ -32,7 +32,7 @@ _lock = threading.Lock()
 
 def keep_wal_open(alias: str = "default") -> None:
     database = connections[alias].settings_dict
-    if database["ENGINE"] == "django.db.backends.sqlite3" and str(database["NAME"]) not in ("", ":memory:"):
+    if connections[alias].vendor == "sqlite" and str(database["NAME"]) not in ("", ":memory:"):
         hold(str(database["NAME"]))
 
 
