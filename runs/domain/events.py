@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
@@ -77,7 +79,7 @@ class _Batch:
 
     def __init__(self, conn: BaseDatabaseWrapper) -> None:
         self.conn, self.depth = conn, len(conn.atomic_blocks)
-        self.events: list[Event] = []
+        self.events: list[Written] = []
         self.writes: list[Callable[[], object]] = []
 
     def holds(self, conn: BaseDatabaseWrapper) -> bool:
@@ -123,7 +125,41 @@ def at_end(write: Callable[[], object]) -> None:
         write()
 
 
-def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = None) -> Event:
+@dataclass(slots=True)
+class Written:
+    """An event on its way into the log: the columns `_insert` writes (Event's, by attname)
+    and what the live push needs besides. Lighter than an Event instance, whose
+    construction cost more than the event's share of the INSERT."""
+
+    run: Run
+    type: str
+    payload: dict[str, object]
+    pause: "Pause | None"
+    occurred_at: datetime
+    sequence: int = 0
+
+    @property
+    def tenant(self) -> Tenant:
+        return self.run.tenant
+
+    @property
+    def tenant_id(self) -> int:
+        return self.run.tenant_id
+
+    @property
+    def run_id(self) -> str:
+        return self.run.pk
+
+    @property
+    def user(self) -> str:
+        return self.run.owner.username
+
+    @property
+    def session(self) -> str:
+        return self.run.session
+
+
+def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = None) -> None:
     """Append an event. Must run inside the transaction of the change it describes, with
     the run's row lock held (lock order: run, pause, then the tenant cursor). Inside
     `atomic()` the row is written when the transaction ends; elsewhere at once."""
@@ -133,16 +169,7 @@ def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = 
     if pause is not None:
         stored["_pause"] = pause.pk
         stored["_token_keys"] = [k for k in TOKEN_KEYS if k in payload]
-    event = Event(
-        tenant_id=run.tenant_id,
-        type=type,
-        run=run,
-        user=run.owner.username,
-        session=run.session,
-        payload=stored,
-        occurred_at=timezone.now(),
-    )
-    event._pause = pause  # type: ignore[attr-defined]  # for the live push (_published)
+    event = Written(run=run, type=type, payload=stored, pause=pause, occurred_at=timezone.now())
     batch = _batch.get()
     if batch is not None and batch.holds(conn):
         batch.events.append(event)
@@ -150,15 +177,14 @@ def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = 
         if batch is not None and batch.conn is conn:
             batch.flush()  # earlier events of the transaction keep their place in the order
         _write(conn, [event])
-    return event
 
 
-def _write(conn: BaseDatabaseWrapper, events: list[Event]) -> None:
+def _write(conn: BaseDatabaseWrapper, events: list[Written]) -> None:
     """Number the events from their tenants' cursors, insert them, and nudge the live
     streams once after commit."""
     if not events:
         return
-    by_tenant: dict[int, list[Event]] = {}
+    by_tenant: dict[int, list[Written]] = {}
     for event in events:
         by_tenant.setdefault(event.tenant_id, []).append(event)
     if conn.vendor == "postgresql" and len(by_tenant) == 1:
@@ -170,21 +196,20 @@ def _write(conn: BaseDatabaseWrapper, events: list[Event]) -> None:
             numbered = by_tenant[tenant_id]
             _number(numbered, _next_sequence(conn, tenant_id, len(numbered)))
         _insert(conn, events)
-    published = {tenant_id: [_published(event) for event in numbered] for tenant_id, numbered in by_tenant.items()}
 
     def push_all() -> None:
-        for tenant_id, items in published.items():
-            _push(tenant_id, items)
+        for tenant_id, written in by_tenant.items():
+            _push(tenant_id, written)
 
     transaction.on_commit(push_all, using=conn.alias)
 
 
-def _number(events: list[Event], last: int) -> None:
+def _number(events: list[Written], last: int) -> None:
     for offset, event in enumerate(events):
         event.sequence = last - len(events) + 1 + offset
 
 
-def _insert(conn: BaseDatabaseWrapper, events: list[Event], *, bump_tenant: int | None = None) -> int:
+def _insert(conn: BaseDatabaseWrapper, events: list[Written], *, bump_tenant: int | None = None) -> int:
     """One multi-row INSERT, written out rather than built by bulk_create: every service
     transaction ends here, and the log needs no ids back. With `bump_tenant` (one tenant's
     events) the statement also bumps that tenant's cursor and numbers the rows from it,
@@ -211,12 +236,12 @@ def _insert(conn: BaseDatabaseWrapper, events: list[Event], *, bump_tenant: int 
         return max(sequence for (sequence,) in cursor.fetchall()) if numbered else 0
 
 
-def _published(event: Event) -> dict:
+def _published(event: Written) -> dict:
     """What the live streams need to deliver an event without reading the database: its
     envelope (tokens left out, the tenant filled in by the receiver) and the inputs of the
     visibility rule (runs.identity.visibility.Viewer): the run's owner and, for a pause
     event, the pausing identity, the cause and the sealed token."""
-    pause = getattr(event, "_pause", None)
+    pause = event.pause
     return {
         "envelope": envelope(event, tenant_slug="", with_tokens=False),
         "owner": event.run.owner_id,
@@ -248,7 +273,7 @@ def _next_sequence(conn: BaseDatabaseWrapper, tenant_id: int, count: int) -> int
         return cursor.fetchone()[0]
 
 
-def envelope(event: Event, *, tenant_slug: str | None = None, with_tokens: bool = True) -> Envelope:
+def envelope(event: "Event | Written", *, tenant_slug: str | None = None, with_tokens: bool = True) -> Envelope:
     payload = dict(event.payload)
     pause_id = payload.pop("_pause", None)
     token_keys = payload.pop("_token_keys", [])
@@ -295,29 +320,35 @@ PUSH_BACKOFF_SECONDS = 2.0
 _push_paused_until = 0.0
 
 
-def _push(tenant_id: int, published: list[dict]) -> None:
+def _push(tenant_id: int, written: list[Written]) -> None:
     """Hand the written events to the tenant's live streams, once per write. Websockets
     deliver them from the message (no database read) when it follows their cursor, and
     read the log otherwise; the SSE stream takes it as a nudge. A lost push only delays a
-    stream until its next read of the log."""
-    if not published:
+    stream until its next read of the log. The message is built only for a layer that may
+    have listeners."""
+    if not written:
         return
     group = tenant_group(tenant_id)
-    message = {
-        "type": "harbor.events",
-        "group": group,  # each process hands it to its streams of this group (streams.Hub)
-        "first": published[0]["envelope"]["sequence"],
-        "sequence": published[-1]["envelope"]["sequence"],
-        "runs": sorted({p["envelope"]["run"] for p in published}),
-        "events": published,
-    }
+
+    def message() -> dict:
+        return {
+            "type": "harbor.events",
+            "group": group,  # each process hands it to its streams of this group (streams.Hub)
+            "first": written[0].sequence,
+            "sequence": written[-1].sequence,
+            "runs": sorted({event.run_id for event in written}),
+            "events": [_published(event) for event in written],
+        }
+
     _group_send([(group, message)])
 
 
 def close_streams(*, user_id: int, tenant_id: int | None = None, session_key: str | None = None) -> None:
     """Close a person's live streams (of one tenant, or one login session, when given)."""
     group = user_group(user_id)
-    _group_send([(group, {"type": "harbor.close", "group": group, "tenant": tenant_id, "session": session_key})])
+    _group_send(
+        [(group, lambda: {"type": "harbor.close", "group": group, "tenant": tenant_id, "session": session_key})]
+    )
 
 
 # Where pushes from threads outside the server run when the layer is not bound to a loop
@@ -345,9 +376,10 @@ def _finish_pushes() -> None:
     concurrent.futures.wait(list(_pushes_in_flight), timeout=PUSH_TIMEOUT_SECONDS)
 
 
-def _group_send(sends: list[tuple[str, dict]]) -> None:
-    """Best effort, never raises and never waits: it runs after commit, and a live push
-    never undoes a committed change."""
+def _group_send(groups: list[tuple[str, Callable[[], dict]]]) -> None:
+    """Send each group its message, built here (nobody listening costs nothing, not even the
+    message). Best effort, never raises and never waits: it runs after commit, and a live
+    push never undoes a committed change."""
     global _push_paused_until
     if time.monotonic() < _push_paused_until:
         return
@@ -355,8 +387,9 @@ def _group_send(sends: list[tuple[str, dict]]) -> None:
         layer = get_channel_layer()
         if layer is None:
             return
-        if isinstance(layer, InMemoryChannelLayer):  # nobody listening costs nothing
-            sends = [(group, message) for group, message in sends if layer.groups.get(group)]
+        if isinstance(layer, InMemoryChannelLayer):
+            groups = [(group, build) for group, build in groups if layer.groups.get(group)]
+        sends = [(group, build()) for group, build in groups]
         if not sends:
             return
 
@@ -371,8 +404,8 @@ def _group_send(sends: list[tuple[str, dict]]) -> None:
                 log.warning("live push to %s timed out; readers catch up from the log", [g for g, _ in sends])
             except (Exception, asyncio.CancelledError):
                 _push_paused_until = time.monotonic() + PUSH_BACKOFF_SECONDS
-                groups = [group for group, _ in sends]
-                log.warning("live push to %s failed; readers catch up from the log", groups, exc_info=True)
+                names = [group for group, _ in sends]
+                log.warning("live push to %s failed; readers catch up from the log", names, exc_info=True)
 
         loop = _server_loop
         if loop is not None and loop.is_running():
@@ -384,4 +417,4 @@ def _group_send(sends: list[tuple[str, dict]]) -> None:
             _pushes_in_flight.add(future)
             future.add_done_callback(_pushes_in_flight.discard)
     except (Exception, asyncio.CancelledError):
-        log.warning("live push to %s failed", [group for group, _ in sends], exc_info=True)
+        log.warning("live push to %s failed", [group for group, _ in groups], exc_info=True)

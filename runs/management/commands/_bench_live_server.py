@@ -40,12 +40,12 @@ _committed: dict[str, tuple[int, float]] = {}  # run -> its pause.requested even
 _push = events._push
 
 
-def _timed_push(tenant_id: int, published: list[dict]) -> None:
+def _timed_push(tenant_id: int, written: list[events.Written]) -> None:
     now = time.monotonic()
-    for item in published:
-        if item["envelope"]["type"] == events.PAUSE_REQUESTED:
-            _committed[item["envelope"]["run"]] = (item["envelope"]["sequence"], now)
-    _push(tenant_id, published)
+    for event in written:
+        if event.type == events.PAUSE_REQUESTED:
+            _committed[event.run_id] = (event.sequence, now)
+    _push(tenant_id, written)
 
 
 events._push = _timed_push
