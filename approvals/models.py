@@ -44,7 +44,7 @@ class Pause(AppendOnlyModel):
     """The one pause primitive. Created open, decided exactly once, never altered after."""
 
     id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)  # see Run.tenant
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="pauses")
     cause = models.CharField(max_length=16, choices=Cause.choices)
     reason = models.CharField(max_length=32, choices=Reason.choices)

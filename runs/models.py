@@ -91,7 +91,9 @@ class FailureCode(models.TextChoices):
 
 class Run(models.Model):
     id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="runs")
+    # Keys that lead a composite index below get no index of their own (db_index=False):
+    # every write would keep both up to date, for no read the composite does not serve.
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="runs", db_index=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
     session = models.CharField(max_length=128)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING)
@@ -201,10 +203,11 @@ class SteeringInstruction(AppendOnlyModel):
 class Event(AppendOnlyModel):
     """The durable event log (PROTOCOL §5 envelope)."""
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    # Both keys lead a composite index of Meta (see Run.tenant).
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)
     sequence = models.BigIntegerField()
     type = models.CharField(max_length=64)
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events", db_index=False)
     user = models.CharField(max_length=150)
     session = models.CharField(max_length=128)
     payload = models.JSONField(default=dict)
@@ -234,7 +237,7 @@ class ToolCall(AppendOnlyModel):
     a step has one `completed` row; a second attempt exists only after a `lost` one."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tool_calls")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tool_calls", db_index=False)  # see Run.tenant
     step = models.IntegerField()
     attempt = models.PositiveIntegerField()
     tool = models.CharField(max_length=64)
