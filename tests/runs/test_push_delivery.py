@@ -71,7 +71,7 @@ def pushed_and_read(people, monkeypatch) -> tuple[list, list]:
     """What each caller is shown of a parked run from its pushes (streams.push_shown and
     pushed_envelope, as the websockets and SSE deliver them) and from the log (read_after)."""
     pushed: list[dict] = []
-    monkeypatch.setattr(events, "_push", lambda tenant_id, published: pushed.extend(published))
+    monkeypatch.setattr(events, "_push", lambda tenant_id, written: pushed.extend(map(events._published, written)))
     before = selectors.events_head(tenant_id=people.acme.pk)
     run = start.func(people, "alice", "launch", "probe")
     drain()
