@@ -209,6 +209,11 @@ def _number(events: list[Written], last: int) -> None:
         event.sequence = last - len(events) + 1 + offset
 
 
+# The columns `emit` fills with values the database takes as they are (ints and text); the
+# payload and the time go through their fields' conversions.
+_AS_GIVEN = frozenset({"tenant_id", "sequence", "type", "run_id", "user", "session"})
+
+
 def _insert(conn: BaseDatabaseWrapper, events: list[Written], *, bump_tenant: int | None = None) -> int:
     """One multi-row INSERT, written out rather than built by bulk_create: every service
     transaction ends here, and the log needs no ids back. With `bump_tenant` (one tenant's
@@ -224,7 +229,8 @@ def _insert(conn: BaseDatabaseWrapper, events: list[Written], *, bump_tenant: in
             if numbered and field.attname == "sequence":
                 params.append(len(events) - 1 - offset)
             else:
-                params.append(field.get_db_prep_save(getattr(event, field.attname), conn))
+                value = getattr(event, field.attname)
+                params.append(value if field.attname in _AS_GIVEN else field.get_db_prep_save(value, conn))
     row = f"({', '.join(slots)})"
     sql = f"INSERT INTO {Event._meta.db_table} ({columns}) VALUES {', '.join([row] * len(events))}"
     if numbered:

@@ -7,7 +7,7 @@ own conversions, both ways."""
 import json
 import weakref
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Generic, TypeVar
 
 from django.contrib.auth import get_user_model
@@ -39,8 +39,14 @@ def prepared(conn: BaseDatabaseWrapper) -> Iterator[None]:
         raw.prepare_threshold = others  # Django's default: None, prepare nothing
 
 
+def prepared_cursor(conn: BaseDatabaseWrapper) -> AbstractContextManager[Any]:
+    """A cursor (a context manager) whose statements are prepared (see `prepared`). On SQLite
+    it is a plain cursor: no wrapper per statement where there is nothing to prepare."""
+    return _prepared_cursor(conn) if conn.vendor == "postgresql" else conn.cursor()
+
+
 @contextmanager
-def prepared_cursor(conn: BaseDatabaseWrapper) -> Iterator[Any]:
+def _prepared_cursor(conn: BaseDatabaseWrapper) -> Iterator[Any]:
     with conn.cursor() as cursor, prepared(conn):
         yield cursor
 
