@@ -62,6 +62,7 @@ class Rows(Generic[M]):
         self.meta = model._meta
         self.fields = list(self.meta.concrete_fields)
         self.attnames = [field.attname for field in self.fields]
+        self.documents = [(i, field) for i, field in enumerate(self.fields) if isinstance(field, models.JSONField)]
         self._sql: dict[tuple, str] = {}
         self._readers: weakref.WeakKeyDictionary[BaseDatabaseWrapper, list[Converter]] = weakref.WeakKeyDictionary()
 
@@ -176,9 +177,10 @@ class Rows(Generic[M]):
             for convert in converters:
                 values[index] = convert(values[index], expression, conn)
         row = self.model.from_db(conn.alias, self.attnames, values)
-        row.__dict__[_STORED] = {
-            field.attname: _kept(field, python) for field, python in zip(self.fields, values, strict=True)
-        }
+        stored = dict(zip(self.attnames, values, strict=True))
+        for index, field in self.documents:
+            stored[field.attname] = _kept_read(conn, field, found[index], values[index])
+        row.__dict__[_STORED] = stored
         return row
 
     def _row(self, conn: BaseDatabaseWrapper, found: tuple) -> M:
@@ -306,6 +308,16 @@ def _kept(field: models.Field, python: object) -> object:
     if isinstance(field, models.JSONField):
         return json.dumps(python, cls=field.encoder)
     return python
+
+
+def _kept_read(conn: BaseDatabaseWrapper, field: models.Field, text: object, python: object) -> object:
+    """`_kept` of a JSON column just read. SQLite hands back the text as it was written, and
+    a text equal to what `_kept` gives later is that same document: it serves as it is, with
+    no second encoding (a text written some other way costs at most one needless write).
+    PostgreSQL's jsonb comes back normalized (its own key order), so it is encoded again."""
+    if conn.vendor == "sqlite" and isinstance(text, str):
+        return text
+    return _kept(field, python)
 
 
 def _auto_now(field: models.Field) -> bool:
