@@ -116,7 +116,7 @@ CHANNEL_GROUP_EXPIRY_SECONDS = 120
 if EMBEDDED:
     DATABASES = {
         "default": {
-            "ENGINE": "harbor_site.sqlite",  # Django's, converting placeholders once
+            "ENGINE": "harbor_site.sqlite",  # Django's, with the per-statement conversions made cheap
             "NAME": os.environ.get("HARBOR_SQLITE_PATH", str(VAR_DIR / "harbor.sqlite3")),
             # A file test database, so a second process (a worker) can see it; one per
             # test session, inherited by the processes that session starts.
