@@ -21,34 +21,23 @@ from runs.models import Run, SteeringInstruction, ToolCall
 M = TypeVar("M", bound=models.Model)
 
 
-@contextmanager
-def prepared(conn: BaseDatabaseWrapper) -> Iterator[None]:
-    """PostgreSQL prepares the statements run inside: each is planned once per connection,
-    then runs on a generic plan. Only fixed, selective statements of the hot path go through
-    here; nothing else is prepared, since a generic plan over skewed history (the inbox's
-    keyset pages) can be a poor one."""
-    if conn.vendor != "postgresql":
-        yield
-        return
-    conn.ensure_connection()
-    raw = conn.connection
-    others, raw.prepare_threshold = raw.prepare_threshold, 0  # prepare at the first execution
-    try:
-        yield
-    finally:
-        raw.prepare_threshold = others  # Django's default: None, prepare nothing
-
-
 def prepared_cursor(conn: BaseDatabaseWrapper) -> AbstractContextManager[Any]:
-    """A cursor (a context manager) whose statements are prepared (see `prepared`). On SQLite
-    it is a plain cursor: no wrapper per statement where there is nothing to prepare."""
+    """A cursor (a context manager) whose statements PostgreSQL prepares: each is planned
+    once per connection, then runs on a generic plan. Only fixed, selective statements of the
+    hot path go through here; nothing else is prepared, since a generic plan over skewed
+    history (the inbox's keyset pages) can be a poor one. On SQLite, a plain cursor."""
     return _prepared_cursor(conn) if conn.vendor == "postgresql" else conn.cursor()
 
 
 @contextmanager
 def _prepared_cursor(conn: BaseDatabaseWrapper) -> Iterator[Any]:
-    with conn.cursor() as cursor, prepared(conn):
-        yield cursor
+    with conn.cursor() as cursor:
+        raw = conn.connection
+        others, raw.prepare_threshold = raw.prepare_threshold, 0  # prepare at the first execution
+        try:
+            yield cursor
+        finally:
+            raw.prepare_threshold = others  # Django's default: None, prepare nothing
 
 
 Converter = tuple[list[Any], Col]  # a column's converters and the expression they are given

@@ -382,7 +382,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             return
         self.user_id, self.tenant_id, self.run_id = user.pk, plan["tenant"], run_id
         self.server_send = self.scope.get(SERVER_SEND, self.base_send)
-        self.recheck_seconds = self._recheck_seconds()  # read per push: not from settings each time
+        self.recheck_seconds = self._recheck_seconds()  # once per socket, not from settings per push
         self.tenant_slug, self.viewer = plan["slug"], plan["viewer"]
         self.sending = asyncio.Lock()  # one sender at a time: the log reader or a pushed batch
         self.checked_at = time.monotonic()
