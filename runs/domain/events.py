@@ -5,11 +5,11 @@ channel layer only after it commits."""
 
 import asyncio
 import atexit
-import concurrent.futures
 import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -357,36 +357,103 @@ def close_streams(*, user_id: int, tenant_id: int | None = None, session_key: st
     )
 
 
-# Where pushes from threads outside the server run when the layer is not bound to a loop
-# (Redis): one long-lived loop per process, so its connections are reused, instead of a
-# new thread, loop and connection per push.
-_push_loop: tuple[int, asyncio.AbstractEventLoop] | None = None
-_push_loop_lock = threading.Lock()
-_pushes_in_flight: set[concurrent.futures.Future] = set()
+Send = tuple[Any, str, dict]  # the layer, the group, the message
 
 
-def _own_loop() -> asyncio.AbstractEventLoop:
-    global _push_loop
-    with _push_loop_lock:
-        if _push_loop is None or _push_loop[0] != os.getpid():  # a forked worker starts its own
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="harbor-push", daemon=True).start()
-            _push_loop = (os.getpid(), loop)
-            atexit.register(_finish_pushes)
-        return _push_loop[1]
+class _Sender:
+    """The pushes handed to one event loop, sent one after another in the order they were
+    handed over. A thread hands one over with a single wake-up of the loop (none while a
+    send is under way: the running one takes it along), not a task, future and timer each:
+    on the runtime's threads a push cost more CPU than its two Redis round trips."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.queue: deque[Send] = deque()
+        self.lock = threading.Lock()
+        self.idle = threading.Event()
+        self.idle.set()
+
+    def put(self, sends: list[Send]) -> None:
+        with self.lock:
+            self.queue.extend(sends)
+            if not self.idle.is_set():
+                return  # the running send takes these along
+            self.idle.clear()
+        self.loop.call_soon_threadsafe(lambda: self.loop.create_task(self._send_all()))
+
+    def _next(self) -> Send | None:
+        with self.lock:
+            if self.queue:
+                return self.queue.popleft()
+            self.idle.set()
+            return None
+
+    async def _send_all(self) -> None:
+        while (send := self._next()) is not None:
+            if not await _send_one(*send):
+                with self.lock:  # events queued behind it: their streams catch up from the log
+                    self.queue = deque(send for send in self.queue if send[2]["type"] != "harbor.events")
+
+
+async def _send_one(layer: Any, group: str, message: dict) -> bool:
+    """Whether the layer took the message (after a failure or a timeout, the events queued
+    behind it are dropped rather than each wait its turn; a stream's close is not)."""
+    global _push_paused_until
+    try:
+        async with asyncio.timeout(PUSH_TIMEOUT_SECONDS):
+            await layer.group_send(group, message)
+        return True
+    except TimeoutError:
+        # A busy loop as often as a hung layer: skipping the next pushes too would only turn
+        # every open socket into a reader.
+        log.warning("live push to %s timed out; readers catch up from the log", group)
+    except (Exception, asyncio.CancelledError):
+        _push_paused_until = time.monotonic() + PUSH_BACKOFF_SECONDS
+        log.warning("live push to %s failed; readers catch up from the log", group, exc_info=True)
+    return False
+
+
+async def _send_each(sends: list[Send]) -> None:
+    for send in sends:
+        if not await _send_one(*send):
+            return
+
+
+# One sender per loop: the server's (Daphne: its layer lives there) or, in a process without
+# one (a Celery worker, a command), a long-lived loop of its own, so its Redis connections
+# are reused instead of a new thread, loop and connection per push.
+_senders: dict[asyncio.AbstractEventLoop, _Sender] = {}
+_own_loop: tuple[int, asyncio.AbstractEventLoop] | None = None
+_senders_lock = threading.Lock()
+
+
+def _sender() -> _Sender:
+    global _own_loop
+    loop = _server_loop
+    with _senders_lock:
+        if loop is None or not loop.is_running():
+            if _own_loop is None or _own_loop[0] != os.getpid():  # a forked worker starts its own
+                own = asyncio.new_event_loop()
+                threading.Thread(target=own.run_forever, name="harbor-push", daemon=True).start()
+                _own_loop = (os.getpid(), own)
+                atexit.register(_finish_pushes)
+            loop = _own_loop[1]
+        if loop not in _senders:
+            _senders[loop] = _Sender(loop)
+        return _senders[loop]
 
 
 def _finish_pushes() -> None:
     """A short-lived process (a management command, a script) sends what it committed
     before it exits, rather than leaving open inboxes to wait for their next read."""
-    concurrent.futures.wait(list(_pushes_in_flight), timeout=PUSH_TIMEOUT_SECONDS)
+    if _own_loop is not None and (sender := _senders.get(_own_loop[1])) is not None:
+        sender.idle.wait(PUSH_TIMEOUT_SECONDS)
 
 
 def _group_send(groups: list[tuple[str, Callable[[], dict]]]) -> None:
     """Send each group its message, built here (nobody listening costs nothing, not even the
     message). Best effort, never raises and never waits: it runs after commit, and a live
     push never undoes a committed change."""
-    global _push_paused_until
     if time.monotonic() < _push_paused_until:
         return
     try:
@@ -395,32 +462,12 @@ def _group_send(groups: list[tuple[str, Callable[[], dict]]]) -> None:
             return
         if isinstance(layer, InMemoryChannelLayer):
             groups = [(group, build) for group, build in groups if layer.groups.get(group)]
-        sends = [(group, build()) for group, build in groups]
+        sends = [(layer, group, build()) for group, build in groups]
         if not sends:
             return
-
-        async def send() -> None:
-            global _push_paused_until
-            try:
-                pending = [layer.group_send(group, message) for group, message in sends]
-                await asyncio.wait_for(asyncio.gather(*pending), PUSH_TIMEOUT_SECONDS)
-            except TimeoutError:
-                # A busy loop as often as a hung layer, and nobody waits on this coroutine:
-                # skipping the next pushes too would only turn every open socket into a reader.
-                log.warning("live push to %s timed out; readers catch up from the log", [g for g, _ in sends])
-            except (Exception, asyncio.CancelledError):
-                _push_paused_until = time.monotonic() + PUSH_BACKOFF_SECONDS
-                names = [group for group, _ in sends]
-                log.warning("live push to %s failed; readers catch up from the log", names, exc_info=True)
-
-        loop = _server_loop
-        if loop is not None and loop.is_running():
-            asyncio.run_coroutine_threadsafe(send(), loop)
-        elif isinstance(layer, InMemoryChannelLayer):
-            async_to_sync(send)()  # its queues belong to the caller's loop
+        if isinstance(layer, InMemoryChannelLayer) and not (_server_loop and _server_loop.is_running()):
+            async_to_sync(_send_each)(sends)  # its queues belong to the caller's loop
         else:
-            future = asyncio.run_coroutine_threadsafe(send(), _own_loop())
-            _pushes_in_flight.add(future)
-            future.add_done_callback(_pushes_in_flight.discard)
+            _sender().put(sends)
     except (Exception, asyncio.CancelledError):
         log.warning("live push to %s failed", [group for group, _ in groups], exc_info=True)
