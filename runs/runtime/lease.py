@@ -150,8 +150,11 @@ class _Keeper:
                 now = time.monotonic()
                 due = [lease for lease, (at, _) in self._due.items() if at <= now]
                 if not due:
-                    self._wakes_at = min((at for at, _ in self._due.values()), default=float("inf"))
-                    self._changed.wait(None if self._wakes_at == float("inf") else self._wakes_at - now)
+                    # Idle, it still looks once a renewal interval: a lease kept meanwhile falls
+                    # due after that look, so keeping one (each tool and planner call) wakes no one.
+                    idle = now + settings.HARBOR_LEASE_SECONDS / 3
+                    self._wakes_at = min((at for at, _ in self._due.values()), default=idle)
+                    self._changed.wait(self._wakes_at - now)
                     self._wakes_at = 0.0  # awake: a keep() meanwhile need not notify
                     continue
                 for lease in due:
