@@ -40,7 +40,6 @@ from . import _bench_streams as streams
 from ._bench_common import ROOT, free_port, percentile, start_daphne, stop
 
 AGENT = "bench_wake"
-STREAMS = 200  # idle GET /v1/events streams held open against the same Daphne
 Write = Callable[[str], None]
 
 
@@ -201,6 +200,7 @@ def http_rows(
     concurrency: int,
     pool: str,
     stream_runs: int = 10,
+    stream_count: int = 200,
 ) -> None:
     token, key_env = _token(caller, scratch)
     production = connection.vendor != "sqlite"
@@ -241,9 +241,9 @@ def http_rows(
             ),
         )
         idle = streams.idle_after()
-        held = streams.idle_streams_row(url, {"Authorization": f"Bearer {token}"}, processes[0].pid, STREAMS)
+        held = streams.idle_streams_row(url, {"Authorization": f"Bearer {token}"}, processes[0].pid, stream_count)
         live = streams.live_streams_row(
-            url, {"Authorization": f"Bearer {token}"}, processes[0].pid, STREAMS, stream_runs
+            url, {"Authorization": f"Bearer {token}"}, processes[0].pid, stream_count, stream_runs
         )
     finally:
         for process in processes:
@@ -319,6 +319,9 @@ def add_arguments(parser: ArgumentParser) -> None:
     parser.add_argument("--worker-procs", type=int, default=2, help="Celery worker concurrency")
     parser.add_argument("--worker-pool", default="prefork", help="Celery worker pool (prefork, threads, solo)")
     parser.add_argument("--stream-runs", type=int, default=10, help="runs timed for the live streams' row")
+    parser.add_argument(
+        "--streams", type=int, default=200, help="GET /v1/events streams held open for the streams' rows"
+    )
 
 
 def rows(write: Write, caller: Caller, options: dict[str, Any]) -> None:
@@ -328,4 +331,5 @@ def rows(write: Write, caller: Caller, options: dict[str, Any]) -> None:
         wake_rows(write, caller, approvals + 3, scratch, procs, pool)
     if options["http"]:
         port = options["port"] or free_port()
-        http_rows(write, caller, approvals, scratch, port, procs, pool, max(1, options["stream_runs"]))
+        runs, count = max(1, options["stream_runs"]), max(1, options["streams"])
+        http_rows(write, caller, approvals, scratch, port, procs, pool, stream_runs=runs, stream_count=count)
