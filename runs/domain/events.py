@@ -379,7 +379,13 @@ class _Sender:
             if not self.idle.is_set():
                 return  # the running send takes these along
             self.idle.clear()
-        self.loop.call_soon_threadsafe(lambda: self.loop.create_task(self._send_all()))
+        try:
+            self.loop.call_soon_threadsafe(lambda: self.loop.create_task(self._send_all()))
+        except RuntimeError:  # the loop closed meanwhile (a server shutting down)
+            with self.lock:
+                self.queue.clear()
+                self.idle.set()
+            raise
 
     def _next(self) -> Send | None:
         with self.lock:
@@ -392,7 +398,7 @@ class _Sender:
         while (send := self._next()) is not None:
             if not await _send_one(*send):
                 with self.lock:  # events queued behind it: their streams catch up from the log
-                    self.queue = deque(send for send in self.queue if send[2]["type"] != "harbor.events")
+                    self.queue = deque(kept for kept in self.queue if kept[2]["type"] != "harbor.events")
 
 
 async def _send_one(layer: Any, group: str, message: dict) -> bool:
