@@ -2,7 +2,8 @@
 
 An async view, served on Daphne's event loop. While a stream is idle it holds no worker
 thread and no database connection: it awaits its channel-layer inbox, and each database
-read runs on a pool thread that closes its connection before returning.
+read runs on a pool thread that hands its connection back (to PostgreSQL's pool) before
+returning.
 
 Ordering and exactly-once delivery come from the durable log (`streams.read_after`) and its
 sequences. A push that follows the stream's cursor is delivered from the message itself (the
