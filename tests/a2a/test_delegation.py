@@ -224,8 +224,8 @@ def test_a_hard_cancel_during_a_slow_remote_call_cancels_the_remote_task(people_
     run = start(people_tx, "Book a flight to Baku, the desk is slow")
     worker = threading.Thread(target=drain_in_thread)
     worker.start()
-    found = remote_task_of(run, travel_desk.url)
-    assert found is not None and found.state == "working"
+    found = remote_task_of(run, travel_desk.url, "working")
+    assert found is not None
     steer(people_tx, run, "cancel", {"hard": True})
     worker.join(timeout=20)
     run.refresh_from_db()
@@ -260,8 +260,8 @@ def test_a_plain_cancel_during_a_slow_remote_call_stops_waiting_and_cancels_the_
     run = start(people_tx, "Book a flight to Minsk, the desk is slow")
     worker = threading.Thread(target=drain_in_thread)
     worker.start()
-    found = remote_task_of(run, travel_desk.url)
-    assert found is not None and found.state == "working"
+    found = remote_task_of(run, travel_desk.url, "working")
+    assert found is not None
     began = time.monotonic()
     steer(people_tx, run, "cancel", {})
     worker.join(timeout=20)
@@ -271,8 +271,9 @@ def test_a_plain_cancel_during_a_slow_remote_call_stops_waiting_and_cancels_the_
     assert not Pause.objects.filter(run=run).exists()
 
 
-def remote_task_of(run: Run, url: str, seconds: float = 10):
-    """The remote task a run's call started, found by its context like a retry would."""
+def remote_task_of(run: Run, url: str, state: str, seconds: float = 10):
+    """The remote task a run's call started, found by its context like a retry would, once
+    it is in `state` (the desk accepts a task as submitted before it starts working)."""
     from approvals.a2a import bridge, wire
     from approvals.a2a.directory import RemoteAgent
 
@@ -281,7 +282,7 @@ def remote_task_of(run: Run, url: str, seconds: float = 10):
     while time.monotonic() < deadline:
         key = ToolCall.objects.filter(run=run).values_list("idempotency_key", flat=True).first()
         found = bridge.call(wire.find_in_context(desk, wire.stable_id(key))) if key else None
-        if found is not None:
+        if found is not None and found.state == state:
             return found
         time.sleep(0.05)
     return None
