@@ -47,13 +47,14 @@ class Lease:
         self.run_id, self.worker = run_id, worker
         self.lost = threading.Event()
         self.run: Run | None = None  # the row as this worker's latest transaction left it
+        self.written = time.monotonic()  # when this worker last set the lease's expiry
 
     def claim_locked(self) -> Run | None:
         """Take the run if it is ready and free (or its holder's lease expired), inside the
         caller's transaction, in one UPDATE that locks, re-checks and writes; None if it is
         not. A row locked by another transaction is waited for, not skipped (a skipped run
         would wait for the next sweep); the database re-checks the rule once it is free."""
-        now = timezone.now()
+        now, written = timezone.now(), time.monotonic()
         run = RUNS.update_returning(
             _CLAIMABLE,
             [self.run_id, *READY, connection.ops.adapt_datetimefield_value(now)],
@@ -61,14 +62,17 @@ class Lease:
             lease_expires_at=now + lease_length(),
         )
         if run is not None:
-            self.run = run
+            self.run, self.written = run, written
         return run
 
     def renew(self) -> bool:
+        written = time.monotonic()
         renewed = Run.objects.filter(
             pk=self.run_id, lease_owner=self.worker, lease_expires_at__gte=timezone.now()
         ).update(lease_expires_at=timezone.now() + lease_length())
-        if not renewed:
+        if renewed:
+            self.written = written
+        else:
             self.lost.set()
         return bool(renewed)
 
@@ -100,7 +104,7 @@ class Lease:
             self.lost.set()
             raise LeaseLost(self.run_id)
         if run.lease_expires_at - now < lease_length() / 2:
-            run.lease_expires_at = now + lease_length()
+            run.lease_expires_at, self.written = now + lease_length(), time.monotonic()
             RUNS.update(run, ["lease_expires_at"])
         return run
 
@@ -110,8 +114,10 @@ class Lease:
     @contextlib.contextmanager
     def heartbeat(self) -> Iterator[None]:
         """Renew the lease every third of its length while the body runs, so a slow planner
-        or tool (an LLM, a deploy, a remote agent) keeps its run. One keeper thread per
-        process renews every working lease: entering costs no thread."""
+        or tool (an LLM, a deploy, a remote agent) keeps its run. The first renewal falls a
+        third after the lease was last written, not after the body began: the steps before
+        it may have taken part of the lease already. One keeper thread per process renews
+        every working lease: entering costs no thread."""
         _keeper.keep(self, settings.HARBOR_LEASE_SECONDS / 3)
         try:
             yield
@@ -130,7 +136,7 @@ class _Keeper:
 
     def keep(self, lease: Lease, interval: float) -> None:
         with self._changed:
-            at = time.monotonic() + interval
+            at = max(lease.written + interval, time.monotonic())
             self._due[lease] = (at, interval)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="harbor-lease-keeper", daemon=True)

@@ -9,6 +9,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from approvals.domain.services import pause_sweep_overdue
@@ -94,6 +95,24 @@ def test_a_tool_longer_than_its_lease_runs_once(people_tx, slow, settings):
     assert tool.bodies == [f"{run.pk}:0"] and tool.effects == [f"{run.pk}:0"]
     assert ledger(run) == [(0, 1, "completed")]
     assert list(Event.objects.filter(run=run, type="tool.invoked").values_list("payload__Attempt", flat=True)) == [1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_partly_spent_before_the_slow_work_is_renewed_in_time(people_tx, slow, settings):
+    """The steps before a tool (the claim, the planner, the dispatch) took most of the lease:
+    the keeper renews a third after the lease was written, not a third after the tool began
+    (which would fall after the lease expired)."""
+    settings.HARBOR_LEASE_SECONDS = 1
+    slow(0)
+    run = start(people_tx, "work slowly", "slow")
+    lease = Lease(run.pk, "worker-a")
+    with transaction.atomic():
+        assert lease.claim_locked() is not None
+    time.sleep(0.75)  # past a third of the lease; a third from now is past its end
+    with lease.heartbeat():
+        time.sleep(0.6)
+    lease.fence()  # still held: renewed at once, then every third
+    assert not lease.lost.is_set()
 
 
 @pytest.mark.django_db(transaction=True)
