@@ -44,3 +44,16 @@ def test_a_page_cannot_be_framed(browser, live_harbor):
     assert response.headers["x-frame-options"] == "DENY"
     assert re.search(r"frame-ancestors 'none'", response.headers["content-security-policy"])
     context.close()
+
+
+def test_a_first_visit_logs_no_console_error(browser, live_harbor):
+    """A fresh browser's first page, the sign-in page: nothing it or the browser asks for on
+    its own (the site's icon) fails to load."""
+    context = browser.new_context(base_url=live_harbor.url)
+    page = context.new_page()
+    errors = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.goto("/login/")
+    page.wait_for_load_state("networkidle")
+    assert errors == []
+    context.close()
