@@ -128,7 +128,13 @@ class Run(models.Model):
             models.Index(fields=["tenant", "status", "-created_at"], name="run_tenant_status_age"),
             models.Index(fields=["tenant", "-created_at"], name="run_tenant_age"),
             models.Index(fields=["tenant", "owner", "-created_at"], name="run_tenant_owner_age"),
-            models.Index(fields=["status", "-priority", "created_at"], name="run_dispatch_order"),
+            # Ready runs in dispatch order, and only those: the dispatcher's look walks it in
+            # order and stops at its LIMIT, so the history of ended runs never enters it.
+            models.Index(
+                fields=["-priority", "created_at"],
+                condition=Q(status__in=["pending", "running"]),
+                name="run_ready_order",
+            ),
             # The few runs a worker holds: a tenant's share of workers is counted from these.
             models.Index(fields=["tenant", "lease_expires_at"], condition=~Q(lease_owner=""), name="run_leased"),
         ]

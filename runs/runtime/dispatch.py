@@ -23,7 +23,7 @@ from runs.domain.rows import prepared_cursor
 from runs.models import Run
 
 from . import handles, loop
-from .lease import CLAIMABLE_SQL, READY, claimable
+from .lease import CLAIMABLE_SQL, claimable
 from .wake import register, wake_now
 
 log = logging.getLogger("harbor.runtime")
@@ -42,13 +42,14 @@ def drain(*, limit: int | None = None) -> int:
 
 # Written out once rather than built by the ORM on every look (the dispatcher asks twice per
 # drain): ready runs in dispatch order, leaving out tenants already at their share of workers.
+# Both halves walk partial indexes (run_ready_order, then run_leased per candidate's tenant),
+# so a look costs what is ready and leased, never the history of ended runs.
 _READY = f"""
-    SELECT id FROM {Run._meta.db_table}
+    SELECT id FROM {Run._meta.db_table} AS candidate
     WHERE {CLAIMABLE_SQL}
-      AND tenant_id NOT IN (
-        SELECT tenant_id FROM {Run._meta.db_table}
-        WHERE NOT (lease_owner = '') AND lease_expires_at >= %s
-        GROUP BY tenant_id HAVING COUNT(*) >= %s)
+      AND (SELECT COUNT(*) FROM {Run._meta.db_table} AS held
+           WHERE held.tenant_id = candidate.tenant_id AND NOT (held.lease_owner = '')
+             AND held.lease_expires_at >= %s) < %s
     ORDER BY priority DESC, created_at LIMIT 20"""
 
 
@@ -59,7 +60,7 @@ def _ready_ids() -> list[str]:
     one each."""
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     with prepared_cursor(connection) as cursor:
-        cursor.execute(_READY, [*READY, now, now, settings.HARBOR_TENANT_MAX_RUNNING])
+        cursor.execute(_READY, [now, now, settings.HARBOR_TENANT_MAX_RUNNING])
         return [pk for (pk,) in cursor.fetchall()]
 
 

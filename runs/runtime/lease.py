@@ -24,8 +24,10 @@ log = logging.getLogger("harbor.runtime")
 READY = (RunStatus.PENDING, RunStatus.RUNNING)
 
 # claimable()'s rule in SQL, for the statements written out: the claim's UPDATE (on one
-# run, under its row lock) and the dispatcher's look. Parameters: READY, then the time.
-CLAIMABLE_SQL = "status IN (%s, %s) AND (lease_owner = '' OR lease_expires_at < %s)"
+# run, under its row lock) and the dispatcher's look. Its one parameter: the time. The
+# statuses are literals, so a prepared statement's generic plan can still use the partial
+# index of ready runs (run_ready_order), whose condition they must match.
+CLAIMABLE_SQL = f"status IN {tuple(str(status) for status in READY)} AND (lease_owner = '' OR lease_expires_at < %s)"
 _CLAIMABLE = f"id = %s AND {CLAIMABLE_SQL}"
 
 
@@ -57,7 +59,7 @@ class Lease:
         now, written = timezone.now(), time.monotonic()
         run = RUNS.update_returning(
             _CLAIMABLE,
-            [self.run_id, *READY, connection.ops.adapt_datetimefield_value(now)],
+            [self.run_id, connection.ops.adapt_datetimefield_value(now)],
             lease_owner=self.worker,
             lease_expires_at=now + lease_length(),
         )

@@ -1,0 +1,35 @@
+"""The dispatcher's look costs what is ready and leased, not the history of ended runs: on
+PostgreSQL its prepared (generic) plan walks the partial indexes, never the whole table,
+even before the table has statistics (a young database, or autovacuum off)."""
+
+from django.db import connection
+
+from runs.models import Run, RunStatus
+from runs.runtime.dispatch import _READY, _ready_ids
+from tests.conftest import requires_postgres
+
+
+def _ended_history(people, count: int) -> None:
+    owner = people.caller("alice").user
+    Run.objects.bulk_create(
+        Run(tenant=people.acme, owner=owner, session="s1", agent_id="probe", goal="g", status=RunStatus.COMPLETE)
+        for _ in range(count)
+    )
+
+
+@requires_postgres
+def test_the_ready_look_walks_indexes_not_the_history(people):
+    _ended_history(people, 5000)
+    ready = Run.objects.create(
+        tenant=people.acme, owner=people.caller("alice").user, session="s1", agent_id="probe", goal="g"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")  # as prepared: planned once
+        generic = _READY.replace("%s", "$1", 1).replace("%s", "$2", 1).replace("%s", "$3", 1)
+        cursor.execute(f"PREPARE ready_look(timestamptz, timestamptz, int) AS {generic}")
+        cursor.execute("EXPLAIN EXECUTE ready_look(now(), now(), 3)")
+        plan = "\n".join(line for (line,) in cursor.fetchall())
+        cursor.execute("DEALLOCATE ready_look")
+    assert "Seq Scan" not in plan, plan
+    assert "run_ready_order" in plan and "run_leased" in plan, plan
+    assert _ready_ids() == [ready.pk]
