@@ -23,7 +23,7 @@ from runs.domain.rows import prepared_cursor
 from runs.models import Run
 
 from . import handles, loop
-from .lease import CLAIMABLE_SQL, claimable
+from .lease import CLAIMABLE_SQL
 from .wake import register, wake_now
 
 log = logging.getLogger("harbor.runtime")
@@ -54,7 +54,7 @@ _READY = f"""
 
 
 def _ready_ids() -> list[str]:
-    """Ready runs in dispatch order (those `claimable()` returns), leaving out tenants already
+    """Claimable runs (CLAIMABLE_SQL) in dispatch order, leaving out tenants already
     at their share of workers (HARBOR_TENANT_MAX_RUNNING), so one busy tenant cannot hold
     every worker. The cap is soft: workers claiming at the same instant may overshoot it by
     one each."""
@@ -69,7 +69,7 @@ def sweep() -> None:
     lease expires; the wake-up after the sweep picks them up."""
     pause_sweep_overdue()
     handles.reap_ended()
-    if claimable().exists():
+    if _ready_ids():
         wake_now()
 
 

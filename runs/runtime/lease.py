@@ -13,7 +13,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from runs.domain.rows import RUNS
@@ -23,8 +22,9 @@ log = logging.getLogger("harbor.runtime")
 
 READY = (RunStatus.PENDING, RunStatus.RUNNING)
 
-# claimable()'s rule in SQL, for the statements written out: the claim's UPDATE (on one
-# run, under its row lock) and the dispatcher's look. Its one parameter: the time. The
+# A claimable run, in SQL: ready, and free or its holder's lease expired (the holder died).
+# Used by the claim's UPDATE (on one run, under its row lock) and the dispatcher's look;
+# its one parameter: the time. The
 # statuses are literals, so a prepared statement's generic plan can still use the partial
 # index of ready runs (run_ready_order), whose condition they must match.
 CLAIMABLE_SQL = f"status IN {tuple(str(status) for status in READY)} AND (lease_owner = '' OR lease_expires_at < %s)"
@@ -37,11 +37,6 @@ class LeaseLost(Exception):
 
 def lease_length() -> timedelta:
     return timedelta(seconds=settings.HARBOR_LEASE_SECONDS)
-
-
-def claimable() -> QuerySet[Run]:
-    """Ready runs no live worker holds (free, or their holder died and the lease expired)."""
-    return Run.objects.filter(status__in=READY).filter(Q(lease_owner="") | Q(lease_expires_at__lt=timezone.now()))
 
 
 class Lease:
