@@ -132,7 +132,7 @@ class Run(models.Model):
             # order and stops at its LIMIT, so the history of ended runs never enters it.
             models.Index(
                 fields=["-priority", "created_at"],
-                condition=Q(status__in=["pending", "running"]),
+                condition=Q(status__in=[RunStatus.PENDING, RunStatus.RUNNING]),
                 name="run_ready_order",
             ),
             # The few runs a worker holds: a tenant's share of workers is counted from these.

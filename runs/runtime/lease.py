@@ -24,9 +24,9 @@ READY = (RunStatus.PENDING, RunStatus.RUNNING)
 
 # A claimable run, in SQL: ready, and free or its holder's lease expired (the holder died).
 # Used by the claim's UPDATE (on one run, under its row lock) and the dispatcher's look;
-# its one parameter: the time. The
-# statuses are literals, so a prepared statement's generic plan can still use the partial
-# index of ready runs (run_ready_order), whose condition they must match.
+# its one parameter: the time. The statuses are literals, so a prepared statement's generic
+# plan can still use the partial index of ready runs (run_ready_order), whose condition
+# they must match.
 CLAIMABLE_SQL = f"status IN {tuple(str(status) for status in READY)} AND (lease_owner = '' OR lease_expires_at < %s)"
 _CLAIMABLE = f"id = %s AND {CLAIMABLE_SQL}"
 
