@@ -6,6 +6,7 @@ import pytest
 
 from runs.identity.callers import Caller, caller_resolve
 from runs.models import Role
+from runs.runtime import handoff
 from tests.factories import MembershipFactory, TenantFactory
 
 POSTGRES = os.environ.get("DATABASE_URL", "").startswith("postgres")
@@ -38,6 +39,14 @@ def _manual_runtime(settings):
     # The sign-in lockout needs the request, which the test client's login() does not pass;
     # tests/runs/test_login_security.py turns it on and signs in through the page.
     settings.AXES_ENABLED = False
+    yield
+    handoff.forget_handed()  # what a test's decisions handed to this process and it never drained
+
+
+@pytest.fixture
+def workers_elsewhere(monkeypatch):
+    """Decisions hand no run to this process: a worker elsewhere (a subprocess) takes it."""
+    monkeypatch.setattr(handoff, "LOCAL_EXECUTORS", ())
 
 
 class People:

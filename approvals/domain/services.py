@@ -27,7 +27,6 @@ from runs.domain.transitions import move, run_cancelled, run_reject
 from runs.identity.callers import Caller
 from runs.identity.visibility import may_decide_pause, may_view_pause
 from runs.models import Run, RunStatus
-from runs.runtime.wake import wake_on_commit
 
 log = logging.getLogger("harbor.approvals")
 
@@ -112,7 +111,7 @@ def pause_decide(
 ) -> Pause:
     """Decide a pause synchronously (approve, reject or resume). The caller holds `run`'s
     row lock; the pause is locked here and its state re-checked, so of any number of
-    concurrent decisions exactly one lands. The pause is named by its resume token (a
+    concurrent decisions exactly one lands. A run that goes on is the caller's to wake. The pause is named by its resume token (a
     program), by its id (the pages, which never hold a token), or is the run's open one."""
     decision = DECISION_FOR_METHOD[method]
     pause = _target_pause(caller=caller, run=run, method=method, token=token, pause_id=pause_id)
@@ -176,8 +175,7 @@ def pause_decide(
         "input": input,
         "reason": reason or "",
     }
-    move(run, RunStatus.RUNNING, checkpoint=checkpoint)
-    wake_on_commit()
+    move(run, RunStatus.RUNNING, checkpoint=checkpoint)  # the caller wakes a worker, or hands the run to one
     return pause
 
 

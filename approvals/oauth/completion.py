@@ -12,6 +12,7 @@ from runs.domain import events
 from runs.domain.transitions import run_reject
 from runs.identity.callers import Caller
 from runs.models import Run, Tenant
+from runs.runtime.wake import wake_on_commit
 
 from .credentials import credential_store
 from .flows import flow_begin
@@ -53,6 +54,7 @@ def flow_complete(*, flow: OAuthFlow, source: Source, token: dict) -> Pause:
         pause_decide(
             caller=caller, run=run, method="resume", pause_id=pause.pk, reason=f"signed in to {source.display_name}"
         )
+        wake_on_commit()
         return pause
 
 

@@ -37,6 +37,7 @@ from runs.models import (
     SteeringInstruction,
     SteeringState,
 )
+from runs.runtime.handoff import continue_here
 from runs.runtime.loop import first_step
 from runs.runtime.registry import agent_exists, get_agent
 from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now
@@ -250,6 +251,8 @@ def _submit_locked(
     narrate_control(run, events.CONTROL_APPLIED, method, SteeringState.APPLIED)
     if cancel_now:
         run_cancel_now(run, reason=f"cancelled by {caller.user.username}", cascaded=False)
+    elif method in DECISION_INSTRUCTIONS and run.status == RunStatus.RUNNING:
+        continue_here(run)  # the decided run goes on: handed to a worker of this process, or woken
     return SteeringReceipt(instruction, replayed=False)
 
 

@@ -23,16 +23,18 @@ from runs.domain.rows import prepared_cursor
 from runs.models import Run
 
 from . import handles, loop
-from .lease import CLAIMABLE_SQL
+from .handoff import carry_handed
+from .lease import CLAIMABLE_SQL, under_cap_sql
 from .wake import register, wake_now
 
 log = logging.getLogger("harbor.runtime")
 
 
 def drain(*, limit: int | None = None) -> int:
-    """Advance ready runs, highest priority first, until none is left (or `limit`)."""
+    """Advance the runs handed to this process, then ready runs, highest priority first,
+    until none is left (or `limit`)."""
     handles.reap_ended()
-    advanced = 0
+    advanced = carry_handed(limit)
     while limit is None or advanced < limit:
         if not any(loop.advance(pk) for pk in _ready_ids()):  # the first one claimed is advanced
             return advanced
@@ -46,10 +48,7 @@ def drain(*, limit: int | None = None) -> int:
 # so a look costs what is ready and leased, never the history of ended runs.
 _READY = f"""
     SELECT id FROM {Run._meta.db_table} AS candidate
-    WHERE {CLAIMABLE_SQL}
-      AND (SELECT COUNT(*) FROM {Run._meta.db_table} AS held
-           WHERE held.tenant_id = candidate.tenant_id AND NOT (held.lease_owner = '')
-             AND held.lease_expires_at >= %s) < %s
+    WHERE {CLAIMABLE_SQL} AND {under_cap_sql("candidate")}
     ORDER BY priority DESC, created_at LIMIT 20"""
 
 

@@ -31,6 +31,18 @@ CLAIMABLE_SQL = f"status IN {tuple(str(status) for status in READY)} AND (lease_
 _CLAIMABLE = f"id = %s AND {CLAIMABLE_SQL}"
 
 
+def under_cap_sql(table: str) -> str:
+    """The run's tenant (the row of `table`) holds fewer live leases than its share of
+    workers (HARBOR_TENANT_MAX_RUNNING), walking the partial index run_leased; its two
+    parameters: the time and the share."""
+    return f"""(SELECT COUNT(*) FROM {Run._meta.db_table} AS held
+           WHERE held.tenant_id = {table}.tenant_id AND NOT (held.lease_owner = '')
+             AND held.lease_expires_at >= %s) < %s"""
+
+
+_CLAIMABLE_UNDER_CAP = f"{_CLAIMABLE} AND {under_cap_sql(Run._meta.db_table)}"
+
+
 class LeaseLost(Exception):
     """This worker no longer holds the run: another worker (or nobody) does."""
 
@@ -46,15 +58,18 @@ class Lease:
         self.run: Run | None = None  # the row as this worker's latest transaction left it
         self.written = time.monotonic()  # when this worker last set the lease's expiry
 
-    def claim_locked(self) -> Run | None:
+    def claim_locked(self, *, capped: bool = False) -> Run | None:
         """Take the run if it is ready and free (or its holder's lease expired), inside the
         caller's transaction, in one UPDATE that locks, re-checks and writes; None if it is
         not. A row locked by another transaction is waited for, not skipped (a skipped run
-        would wait for the next sweep); the database re-checks the rule once it is free."""
+        would wait for the next sweep); the database re-checks the rule once it is free.
+        `capped`: only while its tenant is under its share of workers, as the dispatcher's
+        look asks (a claim the look did not choose: the hand-off)."""
         now, written = timezone.now(), time.monotonic()
+        at = connection.ops.adapt_datetimefield_value(now)
         run = RUNS.update_returning(
-            _CLAIMABLE,
-            [self.run_id, connection.ops.adapt_datetimefield_value(now)],
+            _CLAIMABLE_UNDER_CAP if capped else _CLAIMABLE,
+            [self.run_id, at, at, settings.HARBOR_TENANT_MAX_RUNNING] if capped else [self.run_id, at],
             lease_owner=self.worker,
             lease_expires_at=now + lease_length(),
         )

@@ -72,23 +72,53 @@ def advance(run_id: str, worker: str | None = None) -> bool:
     """Claim a run and advance it until it parks, ends or loses its lease. False when the
     run was not there to claim (another worker holds it, or it is not ready)."""
     lease = Lease(run_id, worker or new_worker_id())
-    ended = False
-    try:
+
+    def claim() -> Next:
         with events.atomic():
             run = lease.claim_locked()
             if run is None:
-                return False
+                return None
             if run.status == RunStatus.PENDING:
                 move(run, RunStatus.RUNNING)
                 _narrate_started(run)
-            step: Next = _boundary(lease, run)
+            return _boundary(lease, run)
+
+    return carry(lease, claim)
+
+
+def claim_here(run: Run) -> tuple[Lease, Next] | None:
+    """In the transaction that made a parked run ready again (its row lock held): take its
+    lease for a worker of this process and go as far as the claim's transaction would (the
+    attempt of an approved call is opened here). None when the run is not to be taken so:
+    it is not running, or its tenant holds its share of workers (a worker's look decides)."""
+    if run.status != RunStatus.RUNNING:
+        return None
+    lease = Lease(run.pk, new_worker_id())
+    claimed = lease.claim_locked(capped=True)
+    if claimed is None:
+        return None
+    step = _boundary(lease, claimed)
+    if step is None and claimed.lease_owner:
+        lease.release()
+    return lease, step
+
+
+def carry(lease: Lease, first: Callable[[], Next]) -> bool:
+    """Run `first` (what takes the lease, or the step a hand-off took it with), then each
+    step after it until the run parks, ends or loses its lease. False when `first` took
+    nothing."""
+    ended = False
+    try:
+        step = first()
+        if lease.run is None:
+            return False
         while step is not None:
             step = execute(lease, step, _boundary) if isinstance(step, Call) else _decide(lease, step)
         ended = True
     except LeaseLost:
-        log.warning("run %s: worker %s lost its lease; the new holder goes on", run_id, lease.worker)
+        log.warning("run %s: worker %s lost its lease; the new holder goes on", lease.run_id, lease.worker)
     except Exception as error:  # a bug in a planner or the runtime fails the run loudly
-        log.exception("run %s crashed", run_id)
+        log.exception("run %s crashed", lease.run_id)
         message = f"{type(error).__name__}: {error}"
         _end(lease, lambda run: run_fail(run, FailureCode.RUNTIME_ERROR, message))
     finally:

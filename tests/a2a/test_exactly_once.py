@@ -75,7 +75,9 @@ def test_an_attempt_that_died_after_sending_is_followed_not_sent_again(people_tx
     assert history.state == "completed" and len(history.message_ids) == 5  # request, question, answer, working, done
 
 
-def test_a_resume_on_another_worker_process_goes_on_with_the_same_remote_task(people_tx, travel_desk):
+def test_a_resume_on_another_worker_process_goes_on_with_the_same_remote_task(
+    people_tx, travel_desk, workers_elsewhere
+):
     configure(people_tx, travel_desk.url)
     run = start(people_tx, "Book a flight to Dakar")
     drain()  # this process parks the run

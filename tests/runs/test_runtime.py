@@ -200,7 +200,7 @@ def test_a_value_neither_serializable_nor_registered_fails_the_pause(people):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_resume_in_another_process_fails_loudly_naming_the_handle(people_tx):
+def test_a_resume_in_another_process_fails_loudly_naming_the_handle(people_tx, workers_elsewhere):
     people = people_tx
     run = start(people, "hold a stream", "tool_context")
     drain()

@@ -1,0 +1,77 @@
+"""Decided runs handed straight to a worker of this process.
+
+Where the workers live in this process (the embedded pool; the manual executor of tests and
+benchmarks), the decision that makes a parked run ready takes the run's lease in its own
+transaction and opens the next step there (`loop.claim_here`: an approved call's attempt
+included). After the commit a worker goes on from that step: no look, no claim and no
+transaction of its own to begin. The claim follows the dispatcher's rule (ready, free, the
+tenant under its share of workers); a run it does not take is left to a worker's look,
+woken as before.
+
+What is handed lives in this process only: if the process dies, the lease lapses and any
+worker takes the run again, as after a crash anywhere in a step. A step that waited longer
+than a third of the lease renews it before it goes on, and is dropped if the lease was
+lost meanwhile (another worker took the run)."""
+
+import logging
+import time
+from collections import deque
+from functools import partial
+
+from django.conf import settings
+from django.db import transaction
+
+from runs.models import Run
+
+from . import loop
+from .lease import Lease, lease_length
+from .wake import wake_now, wake_on_commit
+
+log = logging.getLogger("harbor.runtime")
+
+LOCAL_EXECUTORS = ("thread", "manual")
+
+_handed: deque[tuple[Lease, loop.Next]] = deque()  # appends and pops are atomic across threads
+
+
+def continue_here(run: Run) -> None:
+    """Called under the run lock by the transaction that made `run` ready again: hand it to
+    a worker of this process, or wake the workers to look. Only a transaction whose commit
+    is the database's own hands off (one inside another, as a test's, leaves it to a look):
+    what is handed goes to the workers after that commit."""
+    conn = transaction.get_connection()
+    local = settings.HARBOR_EXECUTOR in LOCAL_EXECUTORS and len(conn.atomic_blocks) == 1
+    taken = loop.claim_here(run) if local else None
+    if taken is None:
+        wake_on_commit()
+    elif taken[1] is not None:
+        transaction.on_commit(partial(_hand, *taken))
+
+
+def _hand(lease: Lease, step: loop.Next) -> None:
+    _handed.append((lease, step))
+    wake_now()
+
+
+def carry_handed(limit: int | None = None) -> int:
+    """Carry the steps handed to this process (up to `limit`); how many were carried."""
+    carried = 0
+    while limit is None or carried < limit:
+        try:
+            lease, step = _handed.popleft()
+        except IndexError:
+            break
+        if time.monotonic() - lease.written > lease_length().total_seconds() / 3 and not lease.renew():
+            log.warning("run %s: its hand-off waited past its lease; a worker's look takes it", lease.run_id)
+            continue
+        try:
+            loop.carry(lease, lambda: step)  # noqa: B023 (called at once)
+        except Exception:  # the run is gone (its tenant was deleted): the next hand-off goes on
+            log.exception("run %s: its hand-off could not go on", lease.run_id)
+        carried += 1
+    return carried
+
+
+def forget_handed() -> None:
+    """Drop what was handed and not carried (a test's runtime, reset between tests)."""
+    _handed.clear()
