@@ -11,6 +11,7 @@ from runs.domain.services import run_start, steering_submit
 from runs.models import Event, Run, RunStatus, ToolCall
 from runs.runtime import handoff
 from runs.runtime.dispatch import drain
+from runs.runtime.lease import Lease
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,13 +60,18 @@ def test_a_tenant_at_its_share_of_workers_leaves_the_decided_run_to_a_look(peopl
     assert probe.calls == [{"target": "moon"}]
 
 
-def test_a_late_hand_off_renews_a_lease_it_still_holds(people_tx, probe):
+def test_a_late_hand_off_renews_a_lease_it_still_holds(people_tx, probe, monkeypatch):
     run = _approved(people_tx)
     [(lease, _)] = handoff._handed
     lease.written -= 3600  # it waited longer than a third of the lease
-    renewed = []
-    renew = lease.renew
-    lease.renew = lambda: renewed.append(renew()) or renewed[-1]
+    renewed: list[bool] = []
+    renew = Lease.renew
+
+    def counted(self: Lease) -> bool:
+        renewed.append(renew(self))
+        return renewed[-1]
+
+    monkeypatch.setattr(Lease, "renew", counted)
     assert drain() == 1
     assert renewed == [True]
     assert Run.objects.get(pk=run.pk).status == RunStatus.COMPLETE
