@@ -305,6 +305,9 @@ HARBOR_TRUSTED_PROXIES = [p for p in os.environ.get("HARBOR_TRUSTED_PROXIES", ""
 # "thread": advance runs on threads in this process (embedded); "celery": enqueue Celery
 # tasks (production); "manual": nothing runs until a caller drives the runtime (tests).
 HARBOR_EXECUTOR = os.environ.get("HARBOR_EXECUTOR", "thread" if EMBEDDED else "celery")
+# With the "thread" or "manual" executor, a decision hands its run to this process's workers
+# in its own commit (runs.runtime.handoff); "0" leaves it to a look (a process that drains nothing).
+HARBOR_HANDOFF = os.environ.get("HARBOR_HANDOFF", "1") == "1"
 # Threads that run requests' sync code, borrowed one per request (harbor_site.request_threads).
 HARBOR_REQUEST_THREADS = int(os.environ.get("HARBOR_REQUEST_THREADS", "20"))
 HARBOR_LOCAL_WORKERS = int(os.environ.get("HARBOR_LOCAL_WORKERS", "4"))

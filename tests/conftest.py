@@ -44,9 +44,9 @@ def _manual_runtime(settings):
 
 
 @pytest.fixture
-def workers_elsewhere(monkeypatch):
+def workers_elsewhere(settings):
     """Decisions hand no run to this process: a worker elsewhere (a subprocess) takes it."""
-    monkeypatch.setattr(handoff, "LOCAL_EXECUTORS", ())
+    settings.HARBOR_HANDOFF = False
 
 
 class People:

@@ -9,22 +9,26 @@ tenant under its share of workers); a run it does not take is left to a worker's
 woken as before.
 
 What is handed lives in this process only: if the process dies, the lease lapses and any
-worker takes the run again, as after a crash anywhere in a step. A step that waited longer
-than a third of the lease renews it before it goes on, and is dropped if the lease was
-lost meanwhile (another worker took the run)."""
+worker takes the run again, as after a crash anywhere in a step. Before a handed step goes
+on, its worker renews the lease and reads the run back in one UPDATE: a step whose lease
+was lost meanwhile (another worker took the run) is dropped, and a call that steering
+reached before its body began (a cancel racing the approval) never starts: its attempt is
+settled interrupted and the boundary applies the steering, as a cancel of a queued run."""
 
 import logging
-import time
 from collections import deque
 from functools import partial
 
 from django.conf import settings
 from django.db import transaction
 
-from runs.models import Run
+from runs.domain import events
+from runs.models import Run, ToolCallOutcome
 
 from . import loop
-from .lease import Lease, lease_length
+from .execution import Call
+from .lease import Lease
+from .ledger import settle_attempt
 from .wake import wake_now, wake_on_commit
 
 log = logging.getLogger("harbor.runtime")
@@ -40,7 +44,7 @@ def continue_here(run: Run) -> None:
     is the database's own hands off (one inside another, as a test's, leaves it to a look):
     what is handed goes to the workers after that commit."""
     conn = transaction.get_connection()
-    local = settings.HARBOR_EXECUTOR in LOCAL_EXECUTORS and len(conn.atomic_blocks) == 1
+    local = settings.HARBOR_HANDOFF and settings.HARBOR_EXECUTOR in LOCAL_EXECUTORS and len(conn.atomic_blocks) == 1
     taken = loop.claim_here(run) if local else None
     if taken is None:
         wake_on_commit()
@@ -61,15 +65,25 @@ def carry_handed(limit: int | None = None) -> int:
             lease, step = _handed.popleft()
         except IndexError:
             break
-        if time.monotonic() - lease.written > lease_length().total_seconds() / 3 and not lease.renew():
-            log.warning("run %s: its hand-off waited past its lease; a worker's look takes it", lease.run_id)
-            continue
         try:
-            loop.carry(lease, lambda: step)  # noqa: B023 (called at once)
+            run = lease.renew_reading()
+            if run is None:
+                log.warning("run %s: its hand-off lost the lease meanwhile; the new holder goes on", lease.run_id)
+                continue
+            loop.carry(lease, partial(_begin, lease, step, run))
         except Exception:  # the run is gone (its tenant was deleted): the next hand-off goes on
             log.exception("run %s: its hand-off could not go on", lease.run_id)
         carried += 1
     return carried
+
+
+def _begin(lease: Lease, step: loop.Next, run: Run) -> loop.Next:
+    """The handed step, unless it is a call that steering reached before its body began."""
+    if isinstance(step, Call) and (run.steering_pending or run.hard_cancel):
+        settle_attempt(step.attempt, ToolCallOutcome.INTERRUPTED, "steering arrived before the call began")
+        with events.atomic():
+            return loop.at_boundary(lease, lease.locked_run())
+    return step
 
 
 def forget_handed() -> None:

@@ -41,6 +41,7 @@ def under_cap_sql(table: str) -> str:
 
 
 _CLAIMABLE_UNDER_CAP = f"{_CLAIMABLE} AND {under_cap_sql(Run._meta.db_table)}"
+_HELD = "id = %s AND lease_owner = %s AND lease_expires_at >= %s"
 
 
 class LeaseLost(Exception):
@@ -74,6 +75,21 @@ class Lease:
             lease_expires_at=now + lease_length(),
         )
         if run is not None:
+            self.run, self.written = run, written
+        return run
+
+    def renew_reading(self) -> Run | None:
+        """Renew the lease and read the run back, in one UPDATE; None if this worker no
+        longer holds an unexpired lease on it."""
+        now, written = timezone.now(), time.monotonic()
+        run = RUNS.update_returning(
+            _HELD,
+            [self.run_id, self.worker, connection.ops.adapt_datetimefield_value(now)],
+            lease_expires_at=now + lease_length(),
+        )
+        if run is None:
+            self.lost.set()
+        else:
             self.run, self.written = run, written
         return run
 

@@ -81,7 +81,7 @@ def advance(run_id: str, worker: str | None = None) -> bool:
             if run.status == RunStatus.PENDING:
                 move(run, RunStatus.RUNNING)
                 _narrate_started(run)
-            return _boundary(lease, run)
+            return at_boundary(lease, run)
 
     return carry(lease, claim)
 
@@ -97,7 +97,7 @@ def claim_here(run: Run) -> tuple[Lease, Next] | None:
     claimed = lease.claim_locked(capped=True)
     if claimed is None:
         return None
-    step = _boundary(lease, claimed)
+    step = at_boundary(lease, claimed)
     if step is None and claimed.lease_owner:
         lease.release()
     return lease, step
@@ -113,7 +113,7 @@ def carry(lease: Lease, first: Callable[[], Next]) -> bool:
         if lease.run is None:
             return False
         while step is not None:
-            step = execute(lease, step, _boundary) if isinstance(step, Call) else _decide(lease, step)
+            step = execute(lease, step, at_boundary) if isinstance(step, Call) else _decide(lease, step)
         ended = True
     except LeaseLost:
         log.warning("run %s: worker %s lost its lease; the new holder goes on", lease.run_id, lease.worker)
@@ -133,7 +133,7 @@ def first_step(run: Run) -> None:
     rules go (a park, the end, or a call persisted as pending) and leaves a call's attempt
     to the worker that claims the run."""
     _narrate_started(run)
-    _boundary(None, run)
+    at_boundary(None, run)
 
 
 def _narrate_started(run: Run) -> None:
@@ -165,7 +165,7 @@ def _decide(lease: Lease, boundary: Boundary) -> Next:
     return _dispatch(lease, boundary, decision)
 
 
-def _boundary(lease: Lease | None, run: Run) -> Next:
+def at_boundary(lease: Lease | None, run: Run) -> Next:
     """What comes next for a run this worker holds (run lock held): pending steering first,
     then the pending call, or the planner's turn (an inline planner's decision, at once)."""
     if run.status != RunStatus.RUNNING:
@@ -218,7 +218,7 @@ def _dispatch(lease: Lease, boundary: Boundary, decision: Decision) -> Next:
         if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != boundary.step:
             return None
         if run.steering_pending:
-            return _boundary(lease, run)  # steering arrived while the planner thought: apply it first
+            return at_boundary(lease, run)  # steering arrived while the planner thought: apply it first
         return _act(lease, run, boundary, decision)
 
 

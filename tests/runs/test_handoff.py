@@ -2,6 +2,7 @@
 the gated call's attempt opened), under the dispatcher's rules; a hand-off that waited past
 its lease is dropped, and the step still runs once."""
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -9,11 +10,17 @@ from django.utils import timezone
 
 from runs.domain.services import run_start, steering_submit
 from runs.models import Event, Run, RunStatus, ToolCall
-from runs.runtime import handoff
 from runs.runtime.dispatch import drain
-from runs.runtime.lease import Lease
+from runs.runtime.planner import CallTool, Finish
+from runs.runtime.registry import Agent, register_agent, unregister_agent
+from runs.runtime.tools import Tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class _OneCall:
+    def decide(self, view):
+        return Finish("done") if view.history else CallTool("launch", {"target": "moon"})
 
 
 def _approved(people) -> Run:
@@ -60,30 +67,50 @@ def test_a_tenant_at_its_share_of_workers_leaves_the_decided_run_to_a_look(peopl
     assert probe.calls == [{"target": "moon"}]
 
 
-def test_a_late_hand_off_renews_a_lease_it_still_holds(people_tx, probe, monkeypatch):
+def test_a_cancel_that_reaches_a_handed_call_before_it_begins_keeps_it_from_running(people_tx, probe):
     run = _approved(people_tx)
-    [(lease, _)] = handoff._handed
-    lease.written -= 3600  # it waited longer than a third of the lease
-    renewed: list[bool] = []
-    renew = Lease.renew
-
-    def counted(self: Lease) -> bool:
-        renewed.append(renew(self))
-        return renewed[-1]
-
-    monkeypatch.setattr(Lease, "renew", counted)
+    steering_submit(caller=people_tx.caller("alice"), run_id=run.pk, method="cancel", payload={})
     assert drain() == 1
-    assert renewed == [True]
-    assert Run.objects.get(pk=run.pk).status == RunStatus.COMPLETE
-    assert probe.calls == [{"target": "moon"}]
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+    assert probe.calls == []  # the body never began
+    attempt = ToolCall.objects.get(run=run)
+    assert (attempt.outcome, attempt.error) == ("interrupted", "steering arrived before the call began")
+
+
+def test_a_handed_call_renews_its_lease_before_it_begins(people_tx):
+    held_until: list[object] = []
+
+    def launch(args, ctx):
+        held_until.append(Run.objects.get(pk=ctx.run_id).lease_expires_at)
+        return {}
+
+    register_agent(
+        Agent(
+            id="renewed",
+            description="test",
+            planner=_OneCall,
+            tools={"launch": Tool("launch", launch, approval="always")},
+        )
+    )
+    try:
+        alice = people_tx.caller("alice")
+        run, _ = run_start(caller=alice, query="launch", agent_id="renewed")
+        drain()
+        steering_submit(caller=alice, run_id=run.pk, method="approve", payload={})
+        approved_until = Run.objects.get(pk=run.pk).lease_expires_at
+        time.sleep(0.01)
+        assert drain() == 1
+    finally:
+        unregister_agent("renewed")
+    assert approved_until is not None and len(held_until) == 1
+    assert held_until[0] > approved_until  # type: ignore[operator]
 
 
 def test_a_hand_off_whose_lease_lapsed_is_dropped_and_the_step_runs_once(people_tx, probe):
     run = _approved(people_tx)
-    [(lease, _)] = handoff._handed
-    lease.written -= 3600
     Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))  # lapsed
-    assert drain() == 1  # dropped; the look claims the run and takes the step over
+    assert drain() == 1  # the hand-off is dropped; the look claims the run and takes the step over
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE
     assert probe.calls == [{"target": "moon"}]
