@@ -175,7 +175,9 @@ def pause_decide(
         "input": input,
         "reason": reason or "",
     }
-    move(run, RunStatus.RUNNING, checkpoint=checkpoint)  # the caller wakes a worker, or hands the run to one
+    # Written as the transaction ends: a hand-off's claim takes it along (one UPDATE). The
+    # caller wakes a worker, or hands the run to one.
+    move(run, RunStatus.RUNNING, at_end=True, checkpoint=checkpoint)
     return pause
 
 

@@ -89,14 +89,18 @@ class Rows(Generic[M]):
         _stored(row).update((field.attname, _kept(field, getattr(row, field.attname))) for field in self.fields)
         return row
 
-    def update(self, row: M, names: Iterable[str] | None = None) -> None:
+    def update(
+        self, row: M, names: Iterable[str] | None = None, *, only_if: tuple[str, list[object]] | None = None
+    ) -> bool:
         """Write the row's fields by primary key: the named ones, or those that differ from
         what this row last read or wrote (all, for a row these statements did not read);
-        auto_now fields with them. Columns left alone keep their indexes untouched."""
+        auto_now fields with them. Columns left alone keep their indexes untouched.
+        `only_if`: SQL over this table's columns and its parameters, checked by the UPDATE
+        itself; False (nothing written) when the row does not meet it."""
         if issubclass(self.model, AppendOnlyModel):
             raise AuditImmutable(f"{self.model.__name__} rows are append-only")
         if row._state.adding:
-            return  # not inserted yet: its insert, later in this transaction, writes it whole
+            return True  # not inserted yet: its insert, later in this transaction, writes it whole
         conn = transaction.get_connection()
         wanted = set(names) if names is not None else None
         stored = _stored(row)
@@ -109,13 +113,18 @@ class Rows(Generic[M]):
             if wanted is None and not _auto_now(field) and stored.get(field.attname, _UNKNOWN) == kept:
                 continue  # unchanged since this row was last read or written
             writes.append((field, field.get_db_prep_save(python, conn), kept))
-        if all(_auto_now(field) for field, _, _ in writes):
-            return  # nothing of the row changed
-        key = ("update", conn.vendor, tuple(field.column for field, _, _ in writes))
-        sql = self._cached(key, lambda: self._update_sql(conn, [field for field, _, _ in writes]))
+        if all(_auto_now(field) for field, _, _ in writes) and only_if is None:
+            return True  # nothing of the row changed
+        condition, params = only_if or ("", [])
+        key = ("update", conn.vendor, tuple(field.column for field, _, _ in writes), condition)
+        sql = self._cached(key, lambda: self._update_sql(conn, [field for field, _, _ in writes], condition))
         with prepared_cursor(conn) as cursor:
-            cursor.execute(sql, [*(value for _, value, _ in writes), self.meta.pk.get_db_prep_value(row.pk, conn)])
+            pk = self.meta.pk.get_db_prep_value(row.pk, conn)
+            cursor.execute(sql, [*(value for _, value, _ in writes), pk, *params])
+            if only_if is not None and cursor.rowcount != 1:
+                return False
         stored.update((field.attname, kept) for field, _, kept in writes)
+        return True
 
     def update_where(self, where: dict[str, object], **values: object) -> int:
         """UPDATE ... WHERE (equalities): the row count decides a guarded transition. The one
@@ -229,10 +238,11 @@ class Rows(Generic[M]):
         sql = f"INSERT INTO {table} ({columns}) VALUES ({slots})"
         return sql + (f" RETURNING {', '.join(quote(field.column) for field in back)}" if back else "")
 
-    def _update_sql(self, conn: BaseDatabaseWrapper, fields: list[models.Field]) -> str:
+    def _update_sql(self, conn: BaseDatabaseWrapper, fields: list[models.Field], condition: str = "") -> str:
         quote = conn.ops.quote_name
         assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
-        return f"UPDATE {quote(self.meta.db_table)} SET {assignments} WHERE {quote(self.meta.pk.column)} = %s"
+        sql = f"UPDATE {quote(self.meta.db_table)} SET {assignments} WHERE {quote(self.meta.pk.column)} = %s"
+        return sql + (f" AND {condition}" if condition else "")
 
     def _update_where_sql(self, conn: BaseDatabaseWrapper, fields: list[models.Field], where: list[str]) -> str:
         quote = conn.ops.quote_name

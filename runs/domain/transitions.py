@@ -21,7 +21,9 @@ class IllegalTransition(HarborError):
     code = "runtime_error"
 
 
-def move(run: Run, to: str, **fields: object) -> None:
+def move(run: Run, to: str, *, at_end: bool = False, **fields: object) -> None:
+    """Change the run's status (and `fields`), written at once, or with `at_end` when its
+    transaction ends (a later write of the row in it takes the change along)."""
     if to not in RUN_TRANSITIONS[run.status]:
         raise IllegalTransition(f"run {run.pk} cannot go from {run.status} to {to}")
     run.status = to
@@ -37,7 +39,10 @@ def move(run: Run, to: str, **fields: object) -> None:
         transaction.on_commit(partial(handles.release_run, run.pk))
     for name, value in fields.items():
         setattr(run, name, value)
-    RUNS.update(run)
+    if at_end:
+        events.at_end(partial(RUNS.update, run))
+    else:
+        RUNS.update(run)
 
 
 def run_complete(run: Run, answer: str) -> None:

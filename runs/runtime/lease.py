@@ -40,7 +40,7 @@ def under_cap_sql(table: str) -> str:
              AND held.lease_expires_at >= %s) < %s"""
 
 
-_CLAIMABLE_UNDER_CAP = f"{_CLAIMABLE} AND {under_cap_sql(Run._meta.db_table)}"
+_UNDER_CAP = under_cap_sql(Run._meta.db_table)
 _HELD = "id = %s AND lease_owner = %s AND lease_expires_at >= %s"
 
 
@@ -59,24 +59,37 @@ class Lease:
         self.run: Run | None = None  # the row as this worker's latest transaction left it
         self.written = time.monotonic()  # when this worker last set the lease's expiry
 
-    def claim_locked(self, *, capped: bool = False) -> Run | None:
+    def claim_locked(self) -> Run | None:
         """Take the run if it is ready and free (or its holder's lease expired), inside the
         caller's transaction, in one UPDATE that locks, re-checks and writes; None if it is
         not. A row locked by another transaction is waited for, not skipped (a skipped run
-        would wait for the next sweep); the database re-checks the rule once it is free.
-        `capped`: only while its tenant is under its share of workers, as the dispatcher's
-        look asks (a claim the look did not choose: the hand-off)."""
+        would wait for the next sweep); the database re-checks the rule once it is free."""
         now, written = timezone.now(), time.monotonic()
-        at = connection.ops.adapt_datetimefield_value(now)
         run = RUNS.update_returning(
-            _CLAIMABLE_UNDER_CAP if capped else _CLAIMABLE,
-            [self.run_id, at, at, settings.HARBOR_TENANT_MAX_RUNNING] if capped else [self.run_id, at],
+            _CLAIMABLE,
+            [self.run_id, connection.ops.adapt_datetimefield_value(now)],
             lease_owner=self.worker,
             lease_expires_at=now + lease_length(),
         )
         if run is not None:
             self.run, self.written = run, written
         return run
+
+    def claim_along(self, run: Run) -> bool:
+        """Take a run that the caller's transaction holds locked and made ready itself, so
+        free (a parked run holds no lease): the lease is written with the run's own pending
+        changes, in one UPDATE, only while its tenant is under its share of workers (the
+        dispatcher's rule). False, and nothing written, when it is not."""
+        if run.status not in READY or run.lease_owner:
+            return False
+        now, written = timezone.now(), time.monotonic()
+        run.lease_owner, run.lease_expires_at = self.worker, now + lease_length()
+        at = connection.ops.adapt_datetimefield_value(now)
+        if not RUNS.update(run, only_if=(_UNDER_CAP, [at, settings.HARBOR_TENANT_MAX_RUNNING])):
+            run.lease_owner, run.lease_expires_at = "", None
+            return False
+        self.run, self.written = run, written
+        return True
 
     def renew_reading(self) -> Run | None:
         """Renew the lease and read the run back, in one UPDATE; None if this worker no

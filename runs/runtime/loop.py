@@ -91,14 +91,11 @@ def claim_here(run: Run) -> tuple[Lease, Next] | None:
     lease for a worker of this process and go as far as the claim's transaction would (the
     attempt of an approved call is opened here). None when the run is not to be taken so:
     it is not running, or its tenant holds its share of workers (a worker's look decides)."""
-    if run.status != RunStatus.RUNNING:
-        return None
     lease = Lease(run.pk, new_worker_id())
-    claimed = lease.claim_locked(capped=True)
-    if claimed is None:
+    if run.status != RunStatus.RUNNING or not lease.claim_along(run):
         return None
-    step = at_boundary(lease, claimed)
-    if step is None and claimed.lease_owner:
+    step = at_boundary(lease, run)
+    if step is None and run.lease_owner:
         lease.release()
     return lease, step
 
