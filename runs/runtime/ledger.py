@@ -1,4 +1,6 @@
-"""The tool-call ledger's writes: one row per execution of a tool body, settled once."""
+"""The tool-call ledger's writes: one row per execution of a tool body, settled once (an
+attempt opened by a hand-off that steering reached before its body began is settled
+`interrupted`, never run: runs.runtime.handoff)."""
 
 from django.utils import timezone
 
