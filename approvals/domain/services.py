@@ -111,8 +111,9 @@ def pause_decide(
 ) -> Pause:
     """Decide a pause synchronously (approve, reject or resume). The caller holds `run`'s
     row lock; the pause is locked here and its state re-checked, so of any number of
-    concurrent decisions exactly one lands. A run that goes on is the caller's to wake. The pause is named by its resume token (a
-    program), by its id (the pages, which never hold a token), or is the run's open one."""
+    concurrent decisions exactly one lands. The pause is named by its resume token (a
+    program), by its id (the pages, which never hold a token), or is the run's open one.
+    A run that goes on is the caller's to wake (or to hand to a worker)."""
     decision = DECISION_FOR_METHOD[method]
     pause = _target_pause(caller=caller, run=run, method=method, token=token, pause_id=pause_id)
 
@@ -175,8 +176,7 @@ def pause_decide(
         "input": input,
         "reason": reason or "",
     }
-    # Written as the transaction ends: a hand-off's claim takes it along (one UPDATE). The
-    # caller wakes a worker, or hands the run to one.
+    # Written as the transaction ends, so a hand-off's claim takes it along: one UPDATE.
     move(run, RunStatus.RUNNING, at_end=True, checkpoint=checkpoint)
     return pause
 
