@@ -23,7 +23,7 @@ from runs.domain.rows import prepared_cursor
 from runs.models import Run
 
 from . import handles, loop
-from .handoff import carry_handed
+from .handoff import carry_handed, pool_running
 from .lease import CLAIMABLE_SQL, under_cap_sql
 from .wake import register, wake_now
 
@@ -97,10 +97,12 @@ class _LocalPool:
         self._threads.append(threading.Thread(target=self._sweep, name="harbor-sweeper", daemon=True))
         for thread in self._threads:
             thread.start()
+        pool_running.set()
 
     def stop(self) -> None:
         """Let the threads finish what they hold and end (the benchmark's; a server's pool
         lives as long as its process)."""
+        pool_running.clear()
         with self._condition:
             self._stopping.set()
             self._condition.notify_all()

@@ -1,10 +1,10 @@
 """Decided runs handed straight to a worker of this process.
 
-Where the workers live in this process (the embedded pool; the manual executor of tests and
-benchmarks), the decision that makes a parked run ready takes the run's lease in its own
-transaction and opens the next step there (`loop.claim_here`: an approved call's attempt
-included). After the commit a worker goes on from that step: no look, no claim and no
-transaction of its own to begin. The claim follows the dispatcher's rule (ready, free, the
+Where the workers live in this process (the embedded pool, while it runs; the manual
+executor of tests and benchmarks), the decision that makes a parked run ready takes the
+run's lease in its own transaction and opens the next step there (`loop.claim_here`: an
+approved call's attempt included). After the commit a worker goes on from that step: no
+look, no claim and no transaction of its own to begin. The claim follows the dispatcher's rule (ready, free, the
 tenant under its share of workers); a run it does not take is left to a worker's look,
 woken as before.
 
@@ -16,6 +16,7 @@ reached before its body began (a cancel racing the approval) never starts: its a
 settled interrupted and the boundary applies the steering, as a cancel of a queued run."""
 
 import logging
+import threading
 from collections import deque
 from functools import partial
 
@@ -33,9 +34,15 @@ from .wake import wake_now, wake_on_commit
 
 log = logging.getLogger("harbor.runtime")
 
-LOCAL_EXECUTORS = ("thread", "manual")
-
 _handed: deque[tuple[Lease, loop.Next]] = deque()  # appends and pops are atomic across threads
+# Set while the embedded pool's threads run in this process (a command or a shell with the
+# thread executor has none: its decisions are left to a server's look).
+pool_running = threading.Event()
+
+
+def _drained_here() -> bool:
+    executor = settings.HARBOR_EXECUTOR
+    return settings.HARBOR_HANDOFF and (executor == "manual" or (executor == "thread" and pool_running.is_set()))
 
 
 def continue_here(run: Run) -> None:
@@ -44,8 +51,7 @@ def continue_here(run: Run) -> None:
     is the database's own hands off (one inside another, as a test's, leaves it to a look):
     what is handed goes to the workers after that commit."""
     conn = transaction.get_connection()
-    local = settings.HARBOR_HANDOFF and settings.HARBOR_EXECUTOR in LOCAL_EXECUTORS and len(conn.atomic_blocks) == 1
-    taken = loop.claim_here(run) if local else None
+    taken = loop.claim_here(run) if _drained_here() and len(conn.atomic_blocks) == 1 else None
     if taken is None:
         wake_on_commit()
     elif taken[1] is not None:

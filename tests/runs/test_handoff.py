@@ -116,3 +116,15 @@ def test_a_hand_off_whose_lease_lapsed_is_dropped_and_the_step_runs_once(people_
     assert probe.calls == [{"target": "moon"}]
     outcomes = list(ToolCall.objects.filter(run=run).order_by("attempt").values_list("outcome", flat=True))
     assert outcomes == ["lost", "completed"]  # the handed attempt never ran its body
+
+
+def test_a_process_whose_pool_is_not_running_hands_nothing_to_itself(people_tx, probe, settings):
+    alice = people_tx.caller("alice")
+    run, _ = run_start(caller=alice, query="launch", agent_id="probe")
+    drain()
+    settings.HARBOR_EXECUTOR = "thread"  # as a shell or a command: no pool threads here
+    steering_submit(caller=alice, run_id=run.pk, method="approve", payload={})
+    settings.HARBOR_EXECUTOR = "manual"
+    assert Run.objects.get(pk=run.pk).lease_owner == ""  # left to a look
+    assert drain() == 1
+    assert probe.calls == [{"target": "moon"}]
