@@ -54,6 +54,10 @@ class _FirstStepCrashed(Exception):
     pass
 
 
+class _HandOffCrashed(Exception):
+    pass
+
+
 def run_start(
     *,
     caller: Caller,
@@ -174,18 +178,27 @@ def steering_submit(
         raise InvalidRequest(f"scope must be one of {', '.join(SCOPE_NAMES)}")
     clean = steering_payload_clean(method, payload)
 
+    submit = partial(
+        _submit_locked,
+        caller=caller,
+        run_id=run_id,
+        method=method,
+        payload=clean,
+        event_id=event_id,
+        requested_scope=requested_scope,
+        pause_id=pause_id,
+    )
     with refusals.collecting():
         try:
-            with events.atomic():
-                return _submit_locked(
-                    caller=caller,
-                    run_id=run_id,
-                    method=method,
-                    payload=clean,
-                    event_id=event_id,
-                    requested_scope=requested_scope,
-                    pause_id=pause_id,
-                )
+            try:
+                with events.atomic():
+                    return submit(hand_off=True)
+            except _HandOffCrashed:
+                # A bug past the decision (opening the call): the decision still stands, and
+                # the worker that claims the run fails it loudly, as any crash of a step.
+                log.exception("steering: handing the decided run on crashed; it is left to a worker")
+                with events.atomic():
+                    return submit(hand_off=False)
         except HarborError as error:
             _narrate_rejection(caller, run_id, method, error)
             raise
@@ -200,6 +213,7 @@ def _submit_locked(
     event_id: str | None,
     requested_scope: str | None,
     pause_id: str | None,
+    hand_off: bool,
 ) -> SteeringReceipt:
     run = RUNS.lock(pk=run_id, tenant=caller.tenant) if isinstance(run_id, str) else None
     if run is None or not can_view_run(caller, run):
@@ -252,8 +266,19 @@ def _submit_locked(
     if cancel_now:
         run_cancel_now(run, reason=f"cancelled by {caller.user.username}", cascaded=False)
     elif method in DECISION_INSTRUCTIONS and run.status == RunStatus.RUNNING:
-        continue_here(run)  # the decided run goes on: handed to a worker of this process, or woken
+        _go_on(run, hand_off)
     return SteeringReceipt(instruction, replayed=False)
+
+
+def _go_on(run: Run, hand_off: bool) -> None:
+    """The decided run goes on: handed to a worker of this process, or woken."""
+    if not hand_off:
+        wake_on_commit()
+        return
+    try:
+        continue_here(run)
+    except Exception as error:
+        raise _HandOffCrashed from error
 
 
 def _instruction(

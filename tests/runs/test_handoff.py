@@ -8,8 +8,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from approvals.models import Pause
 from runs.domain.services import run_start, steering_submit
 from runs.models import Event, Run, RunStatus, ToolCall
+from runs.runtime import loop
 from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent, unregister_agent
@@ -127,4 +129,24 @@ def test_a_process_whose_pool_is_not_running_hands_nothing_to_itself(people_tx, 
     settings.HARBOR_EXECUTOR = "manual"
     assert Run.objects.get(pk=run.pk).lease_owner == ""  # left to a look
     assert drain() == 1
+    assert probe.calls == [{"target": "moon"}]
+
+
+def test_a_hand_off_that_crashes_leaves_the_decision_standing_and_the_run_to_a_worker(people_tx, probe, monkeypatch):
+    alice = people_tx.caller("alice")
+    run, _ = run_start(caller=alice, query="launch", agent_id="probe")
+    drain()
+    opened = loop.open_attempt
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug past the decision")
+
+    monkeypatch.setattr(loop, "open_attempt", broken)
+    receipt = steering_submit(caller=alice, run_id=run.pk, method="approve", payload={})
+    assert not receipt.replayed
+    assert Pause.objects.get(run=run).decision == "approve"
+    assert (Run.objects.get(pk=run.pk).status, Run.objects.get(pk=run.pk).lease_owner) == (RunStatus.RUNNING, "")
+    monkeypatch.setattr(loop, "open_attempt", opened)
+    assert drain() == 1
+    assert Run.objects.get(pk=run.pk).status == RunStatus.COMPLETE
     assert probe.calls == [{"target": "moon"}]
