@@ -93,8 +93,10 @@ async def test_a_burst_faster_than_the_socket_reads_loses_nothing(people_tx):
     """600 commits while the socket cannot read (the emitter holds the database thread):
     far more nudges than a channel's capacity, and still every event, in order."""
     run = await start(people_tx, "alice")
-    bob, _, _ = await connect(user="bob")
-    olivia, _, _ = await connect(f"/ws/events/?run={run.pk}", user="olivia")
+    bob, connected, code = await connect(user="bob")
+    assert connected, code
+    olivia, connected, code = await connect(f"/ws/events/?run={run.pk}", user="olivia")
+    assert connected, code
     before = await logged()
     await emit(run, 600)
     burst = (await logged())[len(before) :]
