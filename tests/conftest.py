@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from runs.domain import events
 from runs.identity.callers import Caller, caller_resolve
 from runs.models import Role
 from runs.runtime import handoff
@@ -39,6 +40,7 @@ def _manual_runtime(settings):
     # The sign-in lockout needs the request, which the test client's login() does not pass;
     # tests/runs/test_login_security.py turns it on and signs in through the page.
     settings.AXES_ENABLED = False
+    events._push_paused_until = 0.0  # an earlier test's failed push pauses no one else's
     yield
     handoff.forget_handed()  # what a test's decisions handed to this process and it never drained
 

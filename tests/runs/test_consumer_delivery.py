@@ -42,8 +42,9 @@ def logged(run=None) -> list[int]:
     return list(rows.order_by("sequence").values_list("sequence", flat=True))
 
 
-async def receive_until(communicator, last: int, timeout: float = 10) -> list[int]:
-    """Sequences received until `last` arrives (or nothing came for `timeout` seconds)."""
+async def receive_until(communicator, last: int, timeout: float = 15) -> list[int]:
+    """Sequences received until `last` arrives (or nothing came for `timeout` seconds: longer
+    than a socket's re-check, which reads the log even if every push was lost)."""
     seen: list[int] = []
     while not seen or seen[-1] < last:
         try:
