@@ -50,12 +50,9 @@ DEFAULT_PRIORITY = 0
 IMMEDIATE = frozenset({*DECISION_INSTRUCTIONS, Instruction.PRIORITIZE})
 
 
-class _FirstStepCrashed(Exception):
-    pass
-
-
-class _HandOffCrashed(Exception):
-    pass
+class _StepCrashed(Exception):
+    """A bug past a start or a decision, in the step taken along in its transaction (an
+    inline planner's first step, a hand-off): the service is taken again without it."""
 
 
 def run_start(
@@ -124,7 +121,7 @@ def run_start(
                 try:
                     first_step(run)
                 except Exception as error:
-                    raise _FirstStepCrashed from error
+                    raise _StepCrashed from error
             if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
                 wake_on_commit()
         return run
@@ -132,7 +129,7 @@ def run_start(
     try:
         try:
             run = create(get_agent(agent_id).planner_inline)
-        except _FirstStepCrashed:
+        except _StepCrashed:
             # A bug past the planner (whose errors fail the run): the start still stands,
             # and the worker that claims the run fails it loudly, as any crash of a step.
             log.exception("run start: the first step crashed; the run is left to a worker")
@@ -193,7 +190,7 @@ def steering_submit(
             try:
                 with events.atomic():
                     return submit(hand_off=True)
-            except _HandOffCrashed:
+            except _StepCrashed:
                 # A bug past the decision (opening the call): the decision still stands, and
                 # the worker that claims the run fails it loudly, as any crash of a step.
                 log.exception("steering: handing the decided run on crashed; it is left to a worker")
@@ -278,7 +275,7 @@ def _go_on(run: Run, hand_off: bool) -> None:
     try:
         continue_here(run)
     except Exception as error:
-        raise _HandOffCrashed from error
+        raise _StepCrashed from error
 
 
 def _instruction(

@@ -89,10 +89,10 @@ def advance(run_id: str, worker: str | None = None) -> bool:
 def claim_here(run: Run) -> tuple[Lease, Next] | None:
     """In the transaction that made a parked run ready again (its row lock held): take its
     lease for a worker of this process and go as far as the claim's transaction would (the
-    attempt of an approved call is opened here). None when the run is not to be taken so:
-    it is not running, or its tenant holds its share of workers (a worker's look decides)."""
+    attempt of an approved call is opened here). None when its tenant holds its share of
+    workers (a worker's look decides)."""
     lease = Lease(run.pk, new_worker_id())
-    if run.status != RunStatus.RUNNING or not lease.claim_along(run):
+    if not lease.claim_along(run):
         return None
     step = at_boundary(lease, run)
     if step is None and run.lease_owner:
