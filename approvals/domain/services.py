@@ -240,13 +240,13 @@ def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None, p
         found = Pause.objects.filter(token_digest=digest, tenant=caller.tenant).first()
         _refuse(caller, method, found, "not_found")
         raise NotFound(NO_OPEN_PAUSE)
-    pause = PAUSES.lock("-created_at", run=run, state=PauseState.PAUSED)
-    if pause is not None:
-        pause.run = run  # as the related manager would: the run is already at hand, locked
-        return pause
-    pause = run.pauses.order_by("-created_at").first()
+    # The run's newest pause: a run parks only while running, so an open pause is its newest.
+    # By the run alone, so the plan is the run's few pauses whatever the statistics say (a
+    # state filter could walk every pause ever opened, dead index entries included).
+    pause = PAUSES.lock("-created_at", run=run)
     if pause is None:
         raise NotFound("the run has no pause")
+    pause.run = run  # as the related manager would: the run is already at hand, locked
     return pause
 
 
