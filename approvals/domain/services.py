@@ -54,24 +54,23 @@ def pause_park(
     """Park a running run on a new pause. Called by the runtime alone, holding the run lock."""
     token = token_mint()
     now = timezone.now()
-    pause = PAUSES.insert(
-        Pause(
-            tenant_id=run.tenant_id,
-            run=run,
-            cause=cause,
-            reason=reason,
-            token_digest=token_digest(token),
-            token_sealed=token_seal(token),
-            identity_user=run.owner.username,
-            identity_session=run.session,
-            tool=tool,
-            step=step,
-            payload=payload,
-            tool_context=tool_context or {},
-            handle_keys=handle_keys or {},
-            expires_at=now + deadline if deadline else None,
-        )
+    pause = Pause(
+        tenant_id=run.tenant_id,
+        run=run,
+        cause=cause,
+        reason=reason,
+        token_digest=token_digest(token),
+        token_sealed=token_seal(token),
+        identity_user=run.owner.username,
+        identity_session=run.session,
+        tool=tool,
+        step=step,
+        payload=payload,
+        tool_context=tool_context or {},
+        handle_keys=handle_keys or {},
+        expires_at=now + deadline if deadline else None,
     )
+    events.at_end(PAUSES, pause)  # with the events: what refers to it meanwhile is checked at commit
     move(run, RunStatus.PAUSED, lease_owner="", lease_expires_at=None)
     expires = pause.expires_at.isoformat().replace("+00:00", "Z") if pause.expires_at else None
     events.emit(
@@ -177,7 +176,7 @@ def pause_decide(
         "reason": reason or "",
     }
     # Written as the transaction ends, so a hand-off's claim takes it along: one UPDATE.
-    move(run, RunStatus.RUNNING, at_end=True, checkpoint=checkpoint)
+    move(run, RunStatus.RUNNING, checkpoint=checkpoint)
     return pause
 
 

@@ -11,7 +11,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,10 +21,12 @@ from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Model
 from django.utils import timezone
+from psycopg.pq import TransactionStatus
 
 from runs.domain.event_types import Envelope, EventPayload
-from runs.domain.rows import prepared_cursor
+from runs.domain.rows import Rows, Statement, prepared_cursor
 from runs.models import Event, Run, Tenant
 
 if TYPE_CHECKING:  # approvals.models imports runs.models; the annotation needs no import at runtime
@@ -75,24 +77,24 @@ def user_group(user_id: int) -> str:
 
 
 class _Batch:
-    """The events of one service transaction, written together just before it commits."""
+    """The events of one service transaction, written together just before it commits, with
+    the rows left to its end (`at_end`)."""
 
     def __init__(self, conn: BaseDatabaseWrapper) -> None:
         self.conn, self.depth = conn, len(conn.atomic_blocks)
         self.events: list[Written] = []
-        self.writes: list[Callable[[], object]] = []
+        self.rows: dict[int, tuple[Rows, Model]] = {}  # by identity: each row written once, as it ends
 
     def holds(self, conn: BaseDatabaseWrapper) -> bool:
         """Whether an event written now belongs here: same connection, and not inside a
         savepoint that could still roll back without the rest (such events go at once)."""
         return conn is self.conn and len(conn.atomic_blocks) == self.depth
 
-    def flush(self) -> None:
-        writes, self.writes = self.writes, []
-        for write in writes:
-            write()
+    def flush(self, *, last: bool = False) -> None:
+        rows, self.rows = self.rows, {}
+        writes = [statement for table, row in rows.values() if (statement := table.written(row)) is not None]
         events, self.events = self.events, []
-        _write(self.conn, events)
+        _write(self.conn, events, writes, last=last)
 
 
 _batch: ContextVar[_Batch | None] = ContextVar("harbor_event_batch", default=None)
@@ -108,21 +110,21 @@ def atomic() -> Iterator[None]:
         token = _batch.set(batch)
         try:
             yield
-            batch.flush()
+            batch.flush(last=True)
         finally:
             _batch.reset(token)
 
 
-def at_end(write: Callable[[], object]) -> None:
-    """Run a row write at the end of this service transaction, before its events are
-    written (at once outside `atomic()`): a later write of the same row in the transaction
-    takes the change along, and this one finds nothing left to write."""
+def at_end(table: Rows, row: Model) -> None:
+    """Write the row (insert it, or update what changed) at the end of this service
+    transaction, with its events (at once outside `atomic()`): a later write of the same row
+    in the transaction takes the change along, and this one finds nothing left to write."""
     conn = transaction.get_connection()
     batch = _batch.get()
     if batch is not None and batch.holds(conn):
-        batch.writes.append(write)
+        batch.rows.setdefault(id(row), (table, row))
     else:
-        write()
+        _send(conn, [statement] if (statement := table.written(row)) is not None else [])
 
 
 @dataclass(slots=True)
@@ -179,19 +181,23 @@ def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = 
         _write(conn, [event])
 
 
-def _write(conn: BaseDatabaseWrapper, events: list[Written]) -> None:
-    """Number the events from their tenants' cursors, insert them, and nudge the live
-    streams once after commit."""
-    if not events:
-        return
+def _write(conn: BaseDatabaseWrapper, events: list[Written], rows: list[Statement] = [], *, last: bool = False) -> None:
+    """Write the rows, number the events from their tenants' cursors, insert them, and nudge
+    the live streams once after commit. On PostgreSQL it is one statement (the rows and the
+    cursor bump ride in the events' INSERT as data-modifying CTEs), and when it is all its
+    transaction sends (`last`, nothing before it), that statement is the transaction: no
+    BEGIN or COMMIT of its own."""
     by_tenant: dict[int, list[Written]] = {}
     for event in events:
         by_tenant.setdefault(event.tenant_id, []).append(event)
     if conn.vendor == "postgresql" and len(by_tenant) == 1:
-        # One round trip: the cursor bump rides in the INSERT as a data-modifying CTE.
         (tenant_id,) = by_tenant
-        _number(events, _insert(conn, events, bump_tenant=tenant_id))
+        with _alone(conn) if last else nullcontext():
+            _number(events, _insert(conn, events, bump_tenant=tenant_id, rows=rows))
     else:
+        _send(conn, rows)
+        if not events:
+            return
         for tenant_id in sorted(by_tenant):  # one order for everyone: no deadlock between tenants
             numbered = by_tenant[tenant_id]
             _number(numbered, _next_sequence(conn, tenant_id, len(numbered)))
@@ -204,6 +210,30 @@ def _write(conn: BaseDatabaseWrapper, events: list[Written]) -> None:
     transaction.on_commit(push_all, using=conn.alias)
 
 
+def _send(conn: BaseDatabaseWrapper, statements: list[Statement]) -> None:
+    for statement in statements:
+        with prepared_cursor(conn) as cursor:
+            cursor.execute(statement.sql, statement.params)
+        statement.done()
+
+
+@contextmanager
+def _alone(conn: BaseDatabaseWrapper) -> Iterator[None]:
+    """A transaction's last statement sent as the whole of it, when it sent nothing before:
+    one statement is atomic on its own, and the BEGIN and COMMIT round trips go (Django's
+    commit then finds nothing to commit). Only in the outermost transaction."""
+    conn.ensure_connection()
+    raw = conn.connection
+    if len(conn.atomic_blocks) != 1 or raw.info.transaction_status != TransactionStatus.IDLE:
+        yield
+        return
+    raw.autocommit = True
+    try:
+        yield
+    finally:
+        raw.autocommit = False
+
+
 def _number(events: list[Written], last: int) -> None:
     for offset, event in enumerate(events):
         event.sequence = last - len(events) + 1 + offset
@@ -214,11 +244,14 @@ def _number(events: list[Written], last: int) -> None:
 _AS_GIVEN = frozenset({"tenant_id", "sequence", "type", "run_id", "user", "session"})
 
 
-def _insert(conn: BaseDatabaseWrapper, events: list[Written], *, bump_tenant: int | None = None) -> int:
+def _insert(
+    conn: BaseDatabaseWrapper, events: list[Written], *, bump_tenant: int | None = None, rows: list[Statement] = []
+) -> int:
     """One multi-row INSERT, written out rather than built by bulk_create: every service
     transaction ends here, and the log needs no ids back. With `bump_tenant` (one tenant's
     events) the statement also bumps that tenant's cursor and numbers the rows from it,
-    returning the cursor's new value (what _next_sequence does, in the same statement)."""
+    returning the cursor's new value (what _next_sequence does, in the same statement), and
+    writes `rows` first, each a CTE of its own."""
     fields = [field for field in Event._meta.concrete_fields if not field.primary_key]
     columns = ", ".join(conn.ops.quote_name(field.column) for field in fields)
     numbered = bump_tenant is not None
@@ -235,11 +268,15 @@ def _insert(conn: BaseDatabaseWrapper, events: list[Written], *, bump_tenant: in
     sql = f"INSERT INTO {Event._meta.db_table} ({columns}) VALUES {', '.join([row] * len(events))}"
     if numbered:
         bump = f"UPDATE {Tenant._meta.db_table} SET event_sequence = event_sequence + %s WHERE id = %s"
-        sql = f"WITH bump AS ({bump} RETURNING event_sequence) {sql} RETURNING sequence"
-        params = [len(events), bump_tenant, *params]
+        writes = "".join(f"w{index} AS ({row.sql}), " for index, row in enumerate(rows))
+        sql = f"WITH {writes}bump AS ({bump} RETURNING event_sequence) {sql} RETURNING sequence"
+        params = [*(param for row in rows for param in row.params), len(events), bump_tenant, *params]
     with prepared_cursor(conn) as cursor:
         cursor.execute(sql, params)
-        return max(sequence for (sequence,) in cursor.fetchall()) if numbered else 0
+        sequences = cursor.fetchall() if numbered else []
+    for row in rows:
+        row.done()
+    return max(sequence for (sequence,) in sequences) if numbered else 0
 
 
 def _published(event: Written) -> dict:

@@ -6,9 +6,10 @@ own conversions, both ways."""
 
 import json
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Generic, TypeVar
+from functools import partial
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.db import models, transaction
@@ -41,6 +42,15 @@ def _prepared_cursor(conn: BaseDatabaseWrapper) -> Iterator[Any]:
 
 
 Converter = tuple[list[Any], Col]  # a column's converters and the expression they are given
+
+
+class Statement(NamedTuple):
+    """A row's write, to be sent with others: its SQL, its parameters, and what to note once
+    it ran (the row's columns as written)."""
+
+    sql: str
+    params: list[object]
+    done: Callable[[], object]
 
 
 class Rows(Generic[M]):
@@ -85,9 +95,21 @@ class Rows(Generic[M]):
             row.pk = returned[0]
         if counted is not None:
             setattr(row, counted.attname, returned[-1])
-        row._state.adding, row._state.db = False, conn.alias
-        _stored(row).update((field.attname, _kept(field, getattr(row, field.attname))) for field in self.fields)
+        self._inserted(conn, row)
         return row
+
+    def written(self, row: M) -> Statement | None:
+        """The statement that writes the row as it stands (an INSERT of a row not inserted
+        yet, whose key is given; else an UPDATE of what changed, None when nothing did), for
+        a caller that sends it with others (runs.domain.events: a transaction's last writes).
+        Its `done` is called once it ran."""
+        conn = transaction.get_connection()
+        if row._state.adding:
+            params = [field.get_db_prep_save(field.pre_save(row, True), conn) for field in self.fields]
+            sql = self._cached(("insert", conn.vendor, False, None), lambda: self._insert_sql(conn, self.fields))
+            return Statement(sql, params, partial(self._inserted, conn, row))
+        self._check_mutable()
+        return self._update_statement(conn, row, None, None)
 
     def update(
         self, row: M, names: Iterable[str] | None = None, *, only_if: tuple[str, list[object]] | None = None
@@ -97,11 +119,23 @@ class Rows(Generic[M]):
         auto_now fields with them. Columns left alone keep their indexes untouched.
         `only_if`: SQL over this table's columns and its parameters, checked by the UPDATE
         itself; False (nothing written) when the row does not meet it."""
-        if issubclass(self.model, AppendOnlyModel):
-            raise AuditImmutable(f"{self.model.__name__} rows are append-only")
+        self._check_mutable()
         if row._state.adding:
             return True  # not inserted yet: its insert, later in this transaction, writes it whole
         conn = transaction.get_connection()
+        statement = self._update_statement(conn, row, names, only_if)
+        if statement is None:
+            return True  # nothing of the row changed
+        with prepared_cursor(conn) as cursor:
+            cursor.execute(statement.sql, statement.params)
+            if only_if is not None and cursor.rowcount != 1:
+                return False
+        statement.done()
+        return True
+
+    def _update_statement(
+        self, conn: BaseDatabaseWrapper, row: M, names: Iterable[str] | None, only_if: tuple[str, list[object]] | None
+    ) -> Statement | None:
         wanted = set(names) if names is not None else None
         stored = _stored(row)
         writes = []
@@ -114,17 +148,21 @@ class Rows(Generic[M]):
                 continue  # unchanged since this row was last read or written
             writes.append((field, field.get_db_prep_save(python, conn), kept))
         if all(_auto_now(field) for field, _, _ in writes) and only_if is None:
-            return True  # nothing of the row changed
+            return None
         condition, params = only_if or ("", [])
         key = ("update", conn.vendor, tuple(field.column for field, _, _ in writes), condition)
         sql = self._cached(key, lambda: self._update_sql(conn, [field for field, _, _ in writes], condition))
-        with prepared_cursor(conn) as cursor:
-            pk = self.meta.pk.get_db_prep_value(row.pk, conn)
-            cursor.execute(sql, [*(value for _, value, _ in writes), pk, *params])
-            if only_if is not None and cursor.rowcount != 1:
-                return False
-        stored.update((field.attname, kept) for field, _, kept in writes)
-        return True
+        pk = self.meta.pk.get_db_prep_value(row.pk, conn)
+        kept_values = [(field.attname, kept) for field, _, kept in writes]
+        return Statement(sql, [*(value for _, value, _ in writes), pk, *params], partial(stored.update, kept_values))
+
+    def _check_mutable(self) -> None:
+        if issubclass(self.model, AppendOnlyModel):
+            raise AuditImmutable(f"{self.model.__name__} rows are append-only")
+
+    def _inserted(self, conn: BaseDatabaseWrapper, row: M) -> None:
+        row._state.adding, row._state.db = False, conn.alias
+        _stored(row).update((field.attname, _kept(field, getattr(row, field.attname))) for field in self.fields)
 
     def update_where(self, where: dict[str, object], **values: object) -> int:
         """UPDATE ... WHERE (equalities): the row count decides a guarded transition. The one
@@ -220,15 +258,15 @@ class Rows(Generic[M]):
         self,
         conn: BaseDatabaseWrapper,
         fields: list[models.Field],
-        returning: bool,
-        counted: models.Field | None,
-        within: list[str],
+        returning: bool = False,
+        counted: models.Field | None = None,
+        within: Iterable[str] = (),
     ) -> str:
         quote = conn.ops.quote_name
         table = quote(self.meta.db_table)
         columns = ", ".join(quote(field.column) for field in fields)
         following = (
-            f"(SELECT COALESCE(MAX({quote(counted.column)}), 0) + 1 FROM {table} WHERE {self._where_sql(conn, within)})"
+            f"(SELECT COALESCE(MAX({quote(counted.column)}), 0) + 1 FROM {table} WHERE {self._where_sql(conn, list(within))})"
             if counted
             else ""
         )

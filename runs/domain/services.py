@@ -111,7 +111,7 @@ def run_start(
             )
             # Inserted once, as the first step (if any) leaves it, when the transaction ends;
             # what refers to it meanwhile (a pause) is checked against it at commit.
-            events.at_end(partial(RUNS.insert, run))
+            events.at_end(RUNS, run)
             events.emit(
                 run=run,
                 type=events.TASK_SPAWNED,

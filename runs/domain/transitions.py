@@ -21,9 +21,9 @@ class IllegalTransition(HarborError):
     code = "runtime_error"
 
 
-def move(run: Run, to: str, *, at_end: bool = False, **fields: object) -> None:
-    """Change the run's status (and `fields`), written at once, or with `at_end` when its
-    transaction ends (a later write of the row in it takes the change along)."""
+def move(run: Run, to: str, **fields: object) -> None:
+    """Change the run's status (and `fields`), written when its transaction ends, with its
+    events (a write of the row before that, such as a claim, takes the change along)."""
     if to not in RUN_TRANSITIONS[run.status]:
         raise IllegalTransition(f"run {run.pk} cannot go from {run.status} to {to}")
     run.status = to
@@ -39,10 +39,7 @@ def move(run: Run, to: str, *, at_end: bool = False, **fields: object) -> None:
         transaction.on_commit(partial(handles.release_run, run.pk))
     for name, value in fields.items():
         setattr(run, name, value)
-    if at_end:
-        events.at_end(partial(RUNS.update, run))
-    else:
-        RUNS.update(run)
+    events.at_end(RUNS, run)
 
 
 def run_complete(run: Run, answer: str) -> None:

@@ -6,7 +6,6 @@ with whatever comes next (`then`), so the next step needs no transaction of its 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import TypeVar
 
 from runs.domain import events
@@ -135,7 +134,7 @@ def _checkpoint(run: Run, call: Call, result: object) -> bool:
     run.checkpoint = checkpoint
     # What follows in this transaction (the end, a park, the next call) mostly writes the
     # run anyway, and takes the checkpoint along: one UPDATE, not two.
-    events.at_end(partial(RUNS.update, run))
+    events.at_end(RUNS, run)
     events.emit(
         run=run,
         type=events.TOOL_COMPLETED,
