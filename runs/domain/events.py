@@ -264,18 +264,18 @@ def _insert(
             else:
                 value = getattr(event, field.attname)
                 params.append(value if field.attname in _AS_GIVEN else field.get_db_prep_save(value, conn))
-    row = f"({', '.join(slots)})"
-    sql = f"INSERT INTO {Event._meta.db_table} ({columns}) VALUES {', '.join([row] * len(events))}"
+    values = f"({', '.join(slots)})"
+    sql = f"INSERT INTO {Event._meta.db_table} ({columns}) VALUES {', '.join([values] * len(events))}"
     if numbered:
         bump = f"UPDATE {Tenant._meta.db_table} SET event_sequence = event_sequence + %s WHERE id = %s"
-        writes = "".join(f"w{index} AS ({row.sql}), " for index, row in enumerate(rows))
+        writes = "".join(f"w{index} AS ({write.sql}), " for index, write in enumerate(rows))
         sql = f"WITH {writes}bump AS ({bump} RETURNING event_sequence) {sql} RETURNING sequence"
-        params = [*(param for row in rows for param in row.params), len(events), bump_tenant, *params]
+        params = [*(param for write in rows for param in write.params), len(events), bump_tenant, *params]
     with prepared_cursor(conn) as cursor:
         cursor.execute(sql, params)
         sequences = cursor.fetchall() if numbered else []
-    for row in rows:
-        row.done()
+    for write in rows:
+        write.done()
     return max(sequence for (sequence,) in sequences) if numbered else 0
 
 
