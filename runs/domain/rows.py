@@ -70,6 +70,10 @@ class Rows(Generic[M]):
         immediate transaction already holds the database), or None."""
         return self._select(where, order)
 
+    def get(self, **where: object) -> M | None:
+        """The first matching row, read without a lock (a lone read writes nothing), or None."""
+        return self._select(where, "", lock=False)
+
     def insert(self, row: M, *, numbered: tuple[str, tuple[str, ...]] | None = None) -> M:
         """INSERT the row; a key the database makes (an autoincrement) comes back with it.
         With `numbered=(column, within)` that column is one past the largest among the rows
@@ -191,10 +195,10 @@ class Rows(Generic[M]):
 
     # statements
 
-    def _select(self, where: dict[str, object], order: str) -> M | None:
+    def _select(self, where: dict[str, object], order: str, lock: bool = True) -> M | None:
         conn = transaction.get_connection()
-        key = ("select", conn.vendor, tuple(where), order)
-        sql = self._cached(key, lambda: self._select_sql(conn, list(where), order))
+        key = ("select", conn.vendor, tuple(where), order, lock)
+        sql = self._cached(key, lambda: self._select_sql(conn, list(where), order, lock))
         with prepared_cursor(conn) as cursor:
             cursor.execute(sql, self._where_params(conn, where))
             found = cursor.fetchone()
@@ -235,7 +239,7 @@ class Rows(Generic[M]):
         assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
         return f"UPDATE {quote(table)} SET {assignments} WHERE {condition} RETURNING {', '.join(columns)}"
 
-    def _select_sql(self, conn: BaseDatabaseWrapper, where: list[str], order: str) -> str:
+    def _select_sql(self, conn: BaseDatabaseWrapper, where: list[str], order: str, lock: bool) -> str:
         quote, table = conn.ops.quote_name, self.meta.db_table
         columns = [f"{quote(table)}.{quote(field.column)}" for field in self.fields]
         joins = ""
@@ -249,7 +253,7 @@ class Rows(Generic[M]):
             column = self._field(order.lstrip("-")).column
             sql += f" ORDER BY {quote(table)}.{quote(column)}{' DESC' if order.startswith('-') else ''}"
         sql += " LIMIT 1"
-        if conn.features.has_select_for_update:
+        if lock and conn.features.has_select_for_update:
             strength = "NO KEY UPDATE" if conn.features.has_select_for_no_key_update else "UPDATE"
             sql += f" FOR {strength} OF {quote(table)}"
         return sql
