@@ -231,7 +231,8 @@ def _alone(conn: BaseDatabaseWrapper) -> Iterator[None]:
     try:
         yield
     finally:
-        raw.autocommit = False
+        if raw.info.transaction_status == TransactionStatus.IDLE:  # a broken connection is discarded
+            raw.autocommit = False
 
 
 def _number(events: list[Written], last: int) -> None:
