@@ -214,7 +214,7 @@ def _send(conn: BaseDatabaseWrapper, statements: list[Statement]) -> None:
     for statement in statements:
         with prepared_cursor(conn) as cursor:
             cursor.execute(statement.sql, statement.params)
-        statement.done()
+            statement.done(cursor.fetchone()[0] if statement.key else None)
 
 
 @contextmanager
@@ -270,14 +270,17 @@ def _insert(
     if numbered:
         bump = f"UPDATE {Tenant._meta.db_table} SET event_sequence = event_sequence + %s WHERE id = %s"
         writes = "".join(f"w{index} AS ({write.sql}), " for index, write in enumerate(rows))
-        sql = f"WITH {writes}bump AS ({bump} RETURNING event_sequence) {sql} RETURNING sequence"
+        # A key the database makes for a row comes back beside each sequence.
+        keys = "".join(f", (SELECT {write.key} FROM w{index})" for index, write in enumerate(rows) if write.key)
+        sql = f"WITH {writes}bump AS ({bump} RETURNING event_sequence) {sql} RETURNING sequence{keys}"
         params = [*(param for write in rows for param in write.params), len(events), bump_tenant, *params]
     with prepared_cursor(conn) as cursor:
         cursor.execute(sql, params)
-        sequences = cursor.fetchall() if numbered else []
+        returned = cursor.fetchall() if numbered else []
+    made = iter(returned[0][1:] if returned else ())
     for write in rows:
-        write.done()
-    return max(sequence for (sequence,) in sequences) if numbered else 0
+        write.done(next(made) if write.key else None)
+    return max(row[0] for row in returned) if numbered else 0
 
 
 def _published(event: Written) -> dict:

@@ -46,11 +46,13 @@ Converter = tuple[list[Any], Col]  # a column's converters and the expression th
 
 class Statement(NamedTuple):
     """A row's write, to be sent with others: its SQL, its parameters, and what to note once
-    it ran (the row's columns as written)."""
+    it ran (the row's columns as written), given the key it returns (`key`: the column of a
+    key the database makes, which the statement returns) or None."""
 
     sql: str
     params: list[object]
-    done: Callable[[], object]
+    done: Callable[[Any], object]
+    key: str = ""
 
 
 class Rows(Generic[M]):
@@ -104,14 +106,18 @@ class Rows(Generic[M]):
 
     def written(self, row: M) -> Statement | None:
         """The statement that writes the row as it stands (an INSERT of a row not inserted
-        yet, whose key is given; else an UPDATE of what changed, None when nothing did), for
-        a caller that sends it with others (runs.domain.events: a transaction's last writes).
-        Its `done` is called once it ran."""
+        yet; else an UPDATE of what changed, None when nothing did), for a caller that sends
+        it with others (runs.domain.events: a transaction's last writes)."""
         conn = transaction.get_connection()
         if row._state.adding:
-            params = [field.get_db_prep_save(field.pre_save(row, True), conn) for field in self.fields]
-            sql = self._cached(("insert", conn.vendor, False, None), lambda: self._insert_sql(conn, self.fields))
-            return Statement(sql, params, partial(self._inserted, conn, row))
+            returning = row.pk is None
+            fields = [field for field in self.fields if not (returning and field.primary_key)]
+            params = [field.get_db_prep_save(field.pre_save(row, True), conn) for field in fields]
+            sql = self._cached(
+                ("insert", conn.vendor, returning, None), lambda: self._insert_sql(conn, fields, returning)
+            )
+            key = conn.ops.quote_name(self.meta.pk.column) if returning else ""
+            return Statement(sql, params, partial(self._inserted, conn, row), key)
         self._check_mutable()
         return self._update_statement(conn, row, None, None)
 
@@ -134,7 +140,7 @@ class Rows(Generic[M]):
             cursor.execute(statement.sql, statement.params)
             if only_if is not None and cursor.rowcount != 1:
                 return False
-        statement.done()
+        statement.done(None)
         return True
 
     def _update_statement(
@@ -158,13 +164,15 @@ class Rows(Generic[M]):
         sql = self._cached(key, lambda: self._update_sql(conn, [field for field, _, _ in writes], condition))
         pk = self.meta.pk.get_db_prep_value(row.pk, conn)
         kept_values = [(field.attname, kept) for field, _, kept in writes]
-        return Statement(sql, [*(value for _, value, _ in writes), pk, *params], partial(stored.update, kept_values))
+        return Statement(sql, [*(value for _, value, _ in writes), pk, *params], lambda _: stored.update(kept_values))
 
     def _check_mutable(self) -> None:
         if issubclass(self.model, AppendOnlyModel):
             raise AuditImmutable(f"{self.model.__name__} rows are append-only")
 
-    def _inserted(self, conn: BaseDatabaseWrapper, row: M) -> None:
+    def _inserted(self, conn: BaseDatabaseWrapper, row: M, key: object = None) -> None:
+        if key is not None:
+            row.pk = key
         row._state.adding, row._state.db = False, conn.alias
         _stored(row).update((field.attname, _kept(field, getattr(row, field.attname))) for field in self.fields)
 

@@ -281,20 +281,20 @@ def _go_on(run: Run, hand_off: bool) -> None:
 def _instruction(
     caller: Caller, run: Run, method: str, payload: dict[str, Any], event_id: str | None, *, applied: bool = False
 ) -> SteeringInstruction:
-    return INSTRUCTIONS.insert(
-        SteeringInstruction(
-            tenant=caller.tenant,
-            run=run,
-            instruction=method,
-            # Never keep a resume token, even a spent one: the audit names the pause instead.
-            payload={k: v for k, v in payload.items() if k != "token"},
-            event_id=event_id,
-            actor=caller.user,
-            actor_session=caller.session,
-            state=SteeringState.APPLIED if applied else SteeringState.PENDING,
-            settled_at=timezone.now() if applied else None,
-        )
+    instruction = SteeringInstruction(
+        tenant=caller.tenant,
+        run=run,
+        instruction=method,
+        # Never keep a resume token, even a spent one: the audit names the pause instead.
+        payload={k: v for k, v in payload.items() if k != "token"},
+        event_id=event_id,
+        actor=caller.user,
+        actor_session=caller.session,
+        state=SteeringState.APPLIED if applied else SteeringState.PENDING,
+        settled_at=timezone.now() if applied else None,
     )
+    events.at_end(INSTRUCTIONS, instruction)  # its id comes back with the transaction's events
+    return instruction
 
 
 def _holds_decide_permission(caller: Caller, run: Run, token: str | None, pause_id: str | None) -> bool:
