@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -181,7 +181,9 @@ def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = 
         _write(conn, [event])
 
 
-def _write(conn: BaseDatabaseWrapper, events: list[Written], rows: list[Statement] = [], *, last: bool = False) -> None:
+def _write(
+    conn: BaseDatabaseWrapper, events: list[Written], rows: Sequence[Statement] = (), *, last: bool = False
+) -> None:
     """Write the rows, number the events from their tenants' cursors, insert them, and nudge
     the live streams once after commit. On PostgreSQL it is one statement (the rows and the
     cursor bump ride in the events' INSERT as data-modifying CTEs), and when it is all its
@@ -210,7 +212,7 @@ def _write(conn: BaseDatabaseWrapper, events: list[Written], rows: list[Statemen
     transaction.on_commit(push_all, using=conn.alias)
 
 
-def _send(conn: BaseDatabaseWrapper, statements: list[Statement]) -> None:
+def _send(conn: BaseDatabaseWrapper, statements: Sequence[Statement]) -> None:
     for statement in statements:
         with prepared_cursor(conn) as cursor:
             cursor.execute(statement.sql, statement.params)
@@ -246,7 +248,7 @@ _AS_GIVEN = frozenset({"tenant_id", "sequence", "type", "run_id", "user", "sessi
 
 
 def _insert(
-    conn: BaseDatabaseWrapper, events: list[Written], *, bump_tenant: int | None = None, rows: list[Statement] = []
+    conn: BaseDatabaseWrapper, events: list[Written], *, bump_tenant: int | None = None, rows: Sequence[Statement] = ()
 ) -> int:
     """One multi-row INSERT, written out rather than built by bulk_create: every service
     transaction ends here, and the log needs no ids back. With `bump_tenant` (one tenant's

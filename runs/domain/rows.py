@@ -45,9 +45,9 @@ Converter = tuple[list[Any], Col]  # a column's converters and the expression th
 
 
 class Statement(NamedTuple):
-    """A row's write, to be sent with others: its SQL, its parameters, and what to note once
-    it ran (the row's columns as written), given the key it returns (`key`: the column of a
-    key the database makes, which the statement returns) or None."""
+    """A row's write, to be sent with others: its SQL and parameters; `key`, the column of a
+    key the database makes, which the statement returns ("": none); and `done`, called once
+    it ran, with that key or None, to note the row as written."""
 
     sql: str
     params: list[object]
