@@ -82,26 +82,13 @@ class Rows(Generic[M]):
         sharing the row's `within` columns (1 for the first), counted in the same statement;
         the caller holds a lock that keeps anyone else from numbering those rows meanwhile."""
         conn = transaction.get_connection()
-        returning = row.pk is None
-        column, within = numbered or ("", ())
-        counted = self._field(column) if numbered else None
-        fields = [field for field in self.fields if not (returning and field.primary_key)]
-        params: list[object] = []
-        for field in fields:
-            if field is counted:  # its slot is the subquery over the rows it counts after
-                params += self._where_params(conn, {name: getattr(row, self._field(name).attname) for name in within})
-            else:
-                params.append(field.get_db_prep_save(field.pre_save(row, True), conn))
-        key = ("insert", conn.vendor, returning, numbered)
-        sql = self._cached(key, lambda: self._insert_sql(conn, fields, returning, counted, list(within)))
+        statement = self._insert_statement(conn, row, numbered)
         with prepared_cursor(conn) as cursor:
-            cursor.execute(sql, params)
-            returned: tuple[Any, ...] = cursor.fetchone() if returning or counted else ()
-        if returning:
-            row.pk = returned[0]
-        if counted is not None:
-            setattr(row, counted.attname, returned[-1])
-        self._inserted(conn, row)
+            cursor.execute(statement.sql, statement.params)
+            returned: tuple[Any, ...] = cursor.fetchone() if statement.key or numbered else ()
+        if numbered:
+            setattr(row, self._field(numbered[0]).attname, returned[-1])
+        statement.done(returned[0] if statement.key else None)
         return row
 
     def written(self, row: M) -> Statement | None:
@@ -110,14 +97,7 @@ class Rows(Generic[M]):
         it with others (runs.domain.events: a transaction's last writes)."""
         conn = transaction.get_connection()
         if row._state.adding:
-            returning = row.pk is None
-            fields = [field for field in self.fields if not (returning and field.primary_key)]
-            params = [field.get_db_prep_save(field.pre_save(row, True), conn) for field in fields]
-            sql = self._cached(
-                ("insert", conn.vendor, returning, None), lambda: self._insert_sql(conn, fields, returning)
-            )
-            key = conn.ops.quote_name(self.meta.pk.column) if returning else ""
-            return Statement(sql, params, partial(self._inserted, conn, row), key)
+            return self._insert_statement(conn, row, None)
         self._check_mutable()
         return self._update_statement(conn, row, None, None)
 
@@ -142,6 +122,24 @@ class Rows(Generic[M]):
                 return False
         statement.done(None)
         return True
+
+    def _insert_statement(
+        self, conn: BaseDatabaseWrapper, row: M, numbered: tuple[str, tuple[str, ...]] | None
+    ) -> Statement:
+        returning = row.pk is None
+        column, within = numbered or ("", ())
+        counted = self._field(column) if numbered else None
+        fields = [field for field in self.fields if not (returning and field.primary_key)]
+        params: list[object] = []
+        for field in fields:
+            if field is counted:  # its slot is the subquery over the rows it counts after
+                params += self._where_params(conn, {name: getattr(row, self._field(name).attname) for name in within})
+            else:
+                params.append(field.get_db_prep_save(field.pre_save(row, True), conn))
+        key = ("insert", conn.vendor, returning, numbered)
+        sql = self._cached(key, lambda: self._insert_sql(conn, fields, returning, counted, list(within)))
+        returned = conn.ops.quote_name(self.meta.pk.column) if returning else ""
+        return Statement(sql, params, partial(self._inserted, conn, row), returned)
 
     def _update_statement(
         self, conn: BaseDatabaseWrapper, row: M, names: Iterable[str] | None, only_if: tuple[str, list[object]] | None
@@ -270,15 +268,15 @@ class Rows(Generic[M]):
         self,
         conn: BaseDatabaseWrapper,
         fields: list[models.Field],
-        returning: bool = False,
-        counted: models.Field | None = None,
-        within: Iterable[str] = (),
+        returning: bool,
+        counted: models.Field | None,
+        within: list[str],
     ) -> str:
         quote = conn.ops.quote_name
         table = quote(self.meta.db_table)
         columns = ", ".join(quote(field.column) for field in fields)
         following = (
-            f"(SELECT COALESCE(MAX({quote(counted.column)}), 0) + 1 FROM {table} WHERE {self._where_sql(conn, list(within))})"
+            f"(SELECT COALESCE(MAX({quote(counted.column)}), 0) + 1 FROM {table} WHERE {self._where_sql(conn, within)})"
             if counted
             else ""
         )
