@@ -276,9 +276,10 @@ def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, d
     }
     if actor is not None:
         fields.update(decided_by=actor.user, decided_session=actor.session)
-    # The row count decides, whatever the database's locking does.
-    if PAUSES.update_where({"pk": pause.pk, "state": PauseState.PAUSED}, **fields) != 1:
-        raise AlreadyResumed("the pause was decided concurrently")
+    # Written with the transaction's events; the row count decides, whatever the
+    # database's locking does (the transaction rolls back if it wrote nothing).
+    refused = AlreadyResumed("the pause was decided concurrently")
+    events.settle_at_end(PAUSES.settling({"pk": pause.pk, "state": PauseState.PAUSED}, refused, **fields))
     for name, value in fields.items():
         setattr(pause, name, value)
 

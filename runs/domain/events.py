@@ -84,6 +84,7 @@ class _Batch:
         self.conn, self.depth = conn, len(conn.atomic_blocks)
         self.events: list[Written] = []
         self.rows: dict[int, tuple[Rows, Model]] = {}  # by identity: each row written once, as it ends
+        self.settles: list[Statement] = []
 
     def holds(self, conn: BaseDatabaseWrapper) -> bool:
         """Whether an event written now belongs here: same connection, and not inside a
@@ -93,6 +94,8 @@ class _Batch:
     def flush(self, *, last: bool = False) -> None:
         rows, self.rows = self.rows, {}
         writes = [statement for table, row in rows.values() if (statement := table.written(row)) is not None]
+        writes += self.settles
+        self.settles = []
         events, self.events = self.events, []
         _write(self.conn, events, writes, last=last)
 
@@ -125,6 +128,18 @@ def at_end(table: Rows, row: Model) -> None:
         batch.rows.setdefault(id(row), (table, row))
     else:
         _send(conn, [statement] if (statement := table.written(row)) is not None else [])
+
+
+def settle_at_end(statement: Statement) -> None:
+    """Send a guarded write (`Rows.settling`) at the end of this service transaction, with
+    its events (at once outside `atomic()`): the row lock its caller holds already decided
+    it, and the guard stands behind that; if it writes no row, the transaction rolls back."""
+    conn = transaction.get_connection()
+    batch = _batch.get()
+    if batch is not None and batch.holds(conn):
+        batch.settles.append(statement)
+    else:
+        _send(conn, [statement])
 
 
 @dataclass(slots=True)
@@ -194,7 +209,8 @@ def _write(
         by_tenant.setdefault(event.tenant_id, []).append(event)
     if conn.vendor == "postgresql" and len(by_tenant) == 1:
         (tenant_id,) = by_tenant
-        with _alone(conn) if last else nullcontext():
+        # A guard's refusal must undo the rest: a guarded write never goes alone.
+        with _alone(conn) if last and not any(write.refused for write in rows) else nullcontext():
             _number(events, _insert(conn, events, bump_tenant=tenant_id, rows=rows))
     else:
         _send(conn, rows)
@@ -216,6 +232,8 @@ def _send(conn: BaseDatabaseWrapper, statements: Sequence[Statement]) -> None:
     for statement in statements:
         with prepared_cursor(conn) as cursor:
             cursor.execute(statement.sql, statement.params)
+            if statement.refused is not None and cursor.rowcount != 1:
+                raise statement.refused
             statement.done(cursor.fetchone()[0] if statement.key else None)
 
 
@@ -271,17 +289,28 @@ def _insert(
     sql = f"INSERT INTO {Event._meta.db_table} ({columns}) VALUES {', '.join([values] * len(events))}"
     if numbered:
         bump = f"UPDATE {Tenant._meta.db_table} SET event_sequence = event_sequence + %s WHERE id = %s"
-        writes = "".join(f"w{index} AS ({write.sql}), " for index, write in enumerate(rows))
-        # A key the database makes for a row comes back beside each sequence.
-        keys = "".join(f", (SELECT {write.key} FROM w{index})" for index, write in enumerate(rows) if write.key)
+        writes = "".join(
+            f"w{index} AS ({write.sql}{' RETURNING 1' if write.refused else ''}), " for index, write in enumerate(rows)
+        )
+        # A key the database makes for a row comes back beside each sequence, and so does
+        # the count of rows each guarded write wrote.
+        keys = "".join(
+            f", (SELECT {write.key} FROM w{index})" if write.key else f", (SELECT COUNT(*) FROM w{index})"
+            for index, write in enumerate(rows)
+            if write.key or write.refused
+        )
         sql = f"WITH {writes}bump AS ({bump} RETURNING event_sequence) {sql} RETURNING sequence{keys}"
         params = [*(param for write in rows for param in write.params), len(events), bump_tenant, *params]
     with prepared_cursor(conn) as cursor:
         cursor.execute(sql, params)
         returned = cursor.fetchall() if numbered else []
-    made = iter(returned[0][1:] if returned else ())
-    for write in rows:
-        write.done(next(made) if write.key else None)
+    back = iter(returned[0][1:] if returned else ())
+    made = [next(back) if write.key or write.refused else None for write in rows]
+    for write, value in zip(rows, made, strict=True):
+        if write.refused is not None and value != 1:
+            raise write.refused  # before any row is noted as written: the transaction rolls back
+    for write, value in zip(rows, made, strict=True):
+        write.done(value if write.key else None)
     return max(row[0] for row in returned) if numbered else 0
 
 

@@ -53,6 +53,7 @@ class Statement(NamedTuple):
     params: list[object]
     done: Callable[[Any], object]
     key: str = ""
+    refused: Exception | None = None  # a guarded write: raised when it writes no row
 
 
 class Rows(Generic[M]):
@@ -177,14 +178,26 @@ class Rows(Generic[M]):
     def update_where(self, where: dict[str, object], **values: object) -> int:
         """UPDATE ... WHERE (equalities): the row count decides a guarded transition. The one
         write an append-only row allows after its insert (its service's single settle)."""
+        statement = self._update_where_statement(where, values, None)
+        with prepared_cursor(transaction.get_connection()) as cursor:
+            cursor.execute(statement.sql, statement.params)
+            return cursor.rowcount
+
+    def settling(self, where: dict[str, object], refused: Exception, **values: object) -> Statement:
+        """`update_where` as a statement sent with others (runs.domain.events: a transaction's
+        last writes): a guarded transition that must write exactly one row, and raises
+        `refused` when it writes none (its transaction then rolls back)."""
+        return self._update_where_statement(where, values, refused)
+
+    def _update_where_statement(
+        self, where: dict[str, object], values: dict[str, object], refused: Exception | None
+    ) -> Statement:
         conn = transaction.get_connection()
         fields = [self._field(name) for name in values]
         params = self._prepared(conn, fields, values.values())
         key = ("update_where", conn.vendor, tuple(values), tuple(where))
         sql = self._cached(key, lambda: self._update_where_sql(conn, fields, list(where)))
-        with prepared_cursor(conn) as cursor:
-            cursor.execute(sql, [*params, *self._where_params(conn, where)])
-            return cursor.rowcount
+        return Statement(sql, [*params, *self._where_params(conn, where)], _nothing, refused=refused)
 
     def update_returning(self, condition: str, params: list[object], **values: object) -> M | None:
         """UPDATE the row matching `condition` (SQL over this table's columns, `%s` for
@@ -338,6 +351,10 @@ class Rows(Generic[M]):
         if sql is None:
             sql = self._sql[key] = build()
         return sql
+
+
+def _nothing(_: object) -> None:
+    pass
 
 
 _STORED = "_rows_stored"  # on an instance: its columns as last read or written (see _kept)

@@ -16,7 +16,7 @@ from runs.domain.transitions import run_fail
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
 from .lease import Lease, LeaseLost
-from .ledger import settle_attempt
+from .ledger import settle_attempt, settle_attempt_at_end
 from .parking import park
 from .tools import Interrupted, Tool, ToolContext, ToolPause
 
@@ -111,8 +111,9 @@ def _record(
         if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != call.step:
             settle_attempt(call.attempt, ToolCallOutcome.FENCED, f"the run moved on (it is {run.status})")
             return None
-        if not settle_attempt(call.attempt, outcome, error):
-            return None  # no longer the step's live attempt: another worker took the step over
+        # Unless it is no longer the step's live attempt (another worker took the step over):
+        # then nothing of this transaction lands.
+        settle_attempt_at_end(call.attempt, outcome, LeaseLost(lease.run_id), error)
         return then(lease, run) if apply(run) else None
 
 

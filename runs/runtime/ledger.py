@@ -4,6 +4,7 @@ attempt opened by a hand-off that steering reached before its body began is sett
 
 from django.utils import timezone
 
+from runs.domain import events
 from runs.domain.rows import TOOL_CALLS
 from runs.models import Run, ToolCall, ToolCallOutcome
 
@@ -33,6 +34,21 @@ def open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
             finished_at=timezone.now(),
         )
     return attempt
+
+
+def settle_attempt_at_end(attempt: ToolCall, outcome: str, refused: Exception, error: str = "") -> None:
+    """Settle the attempt with the rest of its transaction's writes (runs.domain.events), the
+    caller holding the run's lock and its lease: `refused` is raised, and the transaction
+    rolls back, if it was settled already (another worker took the step over)."""
+    events.settle_at_end(
+        TOOL_CALLS.settling(
+            {"pk": attempt.pk, "outcome": ToolCallOutcome.RUNNING},
+            refused,
+            outcome=outcome,
+            error=error[:2000],
+            finished_at=timezone.now(),
+        )
+    )
 
 
 def settle_attempt(attempt: ToolCall, outcome: str, error: str = "") -> bool:

@@ -6,9 +6,11 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
+from runs.domain import events
 from runs.domain.audit import AuditImmutable
+from runs.domain.event_types import TaskStarted
 from runs.domain.rows import RUNS, TOOL_CALLS
-from runs.models import Run, RunStatus, ToolCall, ToolCallOutcome
+from runs.models import Event, Run, RunStatus, ToolCall, ToolCallOutcome
 from tests.conftest import requires_postgres
 
 
@@ -120,3 +122,33 @@ def test_postgresql_prepares_the_loops_statements_and_nothing_else(people, probe
         if statement.startswith("SELECT") and "approvals_pause" in statement and "FOR NO KEY UPDATE" not in statement
     ]
     assert not inbox_reads
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("locked_first", [True, False], ids=["after-a-lock", "alone"])
+def test_a_guarded_write_that_writes_no_row_undoes_its_whole_transaction(people_tx, locked_first):
+    """A transaction's last writes go with its events (runs.domain.events); a guarded one
+    that finds its row settled already refuses, and nothing of the transaction lands, even
+    where the writes would otherwise go as one statement of their own."""
+    alice = people_tx.caller("alice")
+    run = RUNS.insert(Run(tenant=alice.tenant, owner=alice.user, session="s", agent_id="deploy", goal="ship"))
+    call = TOOL_CALLS.insert(
+        ToolCall(tenant_id=run.tenant_id, run=run, step=0, attempt=1, tool="t", worker="w", idempotency_key="k")
+    )
+    settle = {"outcome": ToolCallOutcome.COMPLETED, "finished_at": timezone.now()}
+    TOOL_CALLS.update_where({"pk": call.pk}, **settle)  # settled by someone else first
+    with pytest.raises(LookupError, match="settled already"), events.atomic():
+        held = RUNS.lock(pk=run.pk) if locked_first else run  # alone: the transaction sends nothing before its end
+        assert held is not None
+        held.goal = "changed"
+        events.at_end(RUNS, held)
+        events.emit(
+            run=held, type=events.TASK_STARTED, payload=TaskStarted(TaskID=run.pk, Priority=0, ParentTaskID=None)
+        )
+        refused = LookupError("settled already")
+        events.settle_at_end(
+            TOOL_CALLS.settling({"pk": call.pk, "outcome": ToolCallOutcome.RUNNING}, refused, outcome="failed")
+        )
+    assert Run.objects.get(pk=run.pk).goal == "ship"
+    assert not Event.objects.filter(run_id=run.pk).exists()
+    assert ToolCall.objects.get(pk=call.pk).outcome == ToolCallOutcome.COMPLETED
