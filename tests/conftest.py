@@ -47,7 +47,8 @@ def _manual_runtime(settings):
 
 @pytest.fixture
 def workers_elsewhere(settings):
-    """Decisions hand no run to this process: a worker elsewhere (a subprocess) takes it."""
+    """Starts and decisions hand no run to this process: a worker elsewhere (a subprocess)
+    takes it, or the test claims it itself."""
     settings.HARBOR_HANDOFF = False
 
 

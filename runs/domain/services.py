@@ -90,7 +90,9 @@ def run_start(
     if parent_run is not None and not isinstance(parent_run, str):
         raise NotFound("parent_run is unknown or terminal")
 
-    def create(first_step_here: bool) -> Run:
+    inline = get_agent(agent_id).planner_inline
+
+    def create(steps_here: bool) -> Run:
         with events.atomic():
             parent = None
             if parent_run is not None:
@@ -107,7 +109,7 @@ def run_start(
                 cancel_policy=cancel_policy,
                 idempotency_key=idempotency_key,
                 checkpoint={"query": query, "step": 0, "history": []},
-                **({"status": RunStatus.RUNNING, "started_at": timezone.now()} if first_step_here else {}),
+                **({"status": RunStatus.RUNNING, "started_at": timezone.now()} if inline and steps_here else {}),
             )
             # Inserted once, as the first step (if any) leaves it, when the transaction ends;
             # what refers to it meanwhile (a pause) is checked against it at commit.
@@ -117,18 +119,21 @@ def run_start(
                 type=events.TASK_SPAWNED,
                 payload=TaskSpawned(TaskID=run.pk, Priority=priority, ParentTaskID=parent.pk if parent else None),
             )
-            if first_step_here:  # rules, not a model: the run goes as far as they go before this commits
-                try:
-                    first_step(run)
-                except Exception as error:
-                    raise _StepCrashed from error
-            if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+            if not steps_here:
                 wake_on_commit()
+                return run
+            try:
+                if inline:  # rules, not a model: the run goes as far as they go before this commits
+                    first_step(run)
+                if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+                    continue_here(run)  # its lease taken for a worker of this process, or the workers woken
+            except Exception as error:
+                raise _StepCrashed from error
         return run
 
     try:
         try:
-            run = create(get_agent(agent_id).planner_inline)
+            run = create(True)
         except _StepCrashed:
             # A bug past the planner (whose errors fail the run): the start still stands,
             # and the worker that claims the run fails it loudly, as any crash of a step.

@@ -1,9 +1,9 @@
-"""Decided runs handed straight to a worker of this process.
+"""Started and decided runs handed straight to a worker of this process.
 
 Where the workers live in this process (the embedded pool, while it runs; the manual
-executor of tests and benchmarks), the decision that makes a parked run ready takes the
-run's lease in its own transaction and opens the next step there (`loop.claim_here`: an
-approved call's attempt included). After the commit a worker goes on from that step: no
+executor of tests and benchmarks), the start that creates a run, and the decision that
+makes a parked run ready, take the run's lease in their own transaction and open the next
+step there (`loop.claim_here`: a pending run started, an approved call's attempt opened). After the commit a worker goes on from that step: no
 look, no claim and no transaction of its own to begin. The claim follows the dispatcher's rule (ready, free, the
 tenant under its share of workers); a run it does not take is left to a worker's look,
 woken as before.
@@ -11,9 +11,10 @@ woken as before.
 What is handed lives in this process only: if the process dies, the lease lapses and any
 worker takes the run again, as after a crash anywhere in a step. Before a handed step goes
 on, its worker renews the lease and reads the run back in one UPDATE: a step whose lease
-was lost meanwhile (another worker took the run) is dropped, and a call that steering
-reached before its body began (a cancel racing the approval) never starts: its attempt is
-settled interrupted and the boundary applies the steering, as a cancel of a queued run."""
+was lost meanwhile (another worker took the run) is dropped, and steering that reached the
+run before its step began (a cancel racing the approval, or cascading to a child just
+started) is applied by the boundary first: a call's attempt is settled interrupted, its body
+never begun, and a planner is not asked."""
 
 import logging
 import threading
@@ -46,8 +47,8 @@ def _drained_here() -> bool:
 
 
 def continue_here(run: Run) -> None:
-    """Called under the run lock by the transaction that made `run` ready again: hand it to
-    a worker of this process, or wake the workers to look. Only a transaction whose commit
+    """Called under the run lock by the transaction that made `run` ready again (or that
+    creates it): hand it to a worker of this process, or wake the workers to look. Only a transaction whose commit
     is the database's own hands off (one inside another, as a test's, leaves it to a look):
     what is handed goes to the workers after that commit."""
     conn = transaction.get_connection()
@@ -84,9 +85,12 @@ def carry_handed(limit: int | None = None) -> int:
 
 
 def _begin(lease: Lease, step: loop.Next, run: Run) -> loop.Next:
-    """The handed step, unless it is a call that steering reached before its body began."""
-    if isinstance(step, Call) and (run.steering_pending or run.hard_cancel):
-        settle_attempt(step.attempt, ToolCallOutcome.INTERRUPTED, "steering arrived before the call began")
+    """The handed step, unless steering reached the run before it began (a cancel cascading
+    to a child just started, one racing an approval): then the boundary applies it first, as
+    a claim's would, and a call's attempt is settled interrupted, its body never begun."""
+    if run.steering_pending or run.hard_cancel:
+        if isinstance(step, Call):
+            settle_attempt(step.attempt, ToolCallOutcome.INTERRUPTED, "steering arrived before the call began")
         with events.atomic():
             return loop.at_boundary(lease, lease.locked_run())
     return step

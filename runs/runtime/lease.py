@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from runs.domain.rows import RUNS
+from runs.domain.rows import RUNS, prepared_cursor
 from runs.models import Run, RunStatus
 
 log = logging.getLogger("harbor.runtime")
@@ -41,6 +41,20 @@ def under_cap_sql(table: str) -> str:
 
 
 _UNDER_CAP = under_cap_sql(Run._meta.db_table)
+
+
+def _leases_held(tenant_id: int, at: object) -> int:
+    """The tenant's live leases, counted as `under_cap_sql` counts them."""
+    table = Run._meta.db_table
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(
+            f"SELECT COUNT(*) FROM {table} AS held WHERE held.tenant_id = %s"
+            " AND NOT (held.lease_owner = '') AND held.lease_expires_at >= %s",
+            [tenant_id, at],
+        )
+        return int(cursor.fetchone()[0])
+
+
 _HELD = "id = %s AND lease_owner = %s AND lease_expires_at >= %s"
 
 
@@ -77,15 +91,20 @@ class Lease:
 
     def claim_along(self, run: Run) -> bool:
         """Take a run that the caller's transaction holds locked and made ready itself, so
-        free (a parked run holds no lease): the lease is written with the run's own pending
-        changes, in one UPDATE, only while its tenant is under its share of workers (the
-        dispatcher's rule). False, and nothing written, when it is not."""
+        free (a parked run holds no lease), or is creating (no one else sees it yet): the
+        lease is written with the run's own pending changes (in one UPDATE, or with its
+        insert), only while its tenant is under its share of workers (the dispatcher's rule).
+        False, and nothing written, when it is not."""
         if run.status not in READY or run.lease_owner:
             return False
         now, written = timezone.now(), time.monotonic()
         run.lease_owner, run.lease_expires_at = self.worker, now + lease_length()
         at = connection.ops.adapt_datetimefield_value(now)
-        if not RUNS.update(run, only_if=(_UNDER_CAP, [at, settings.HARBOR_TENANT_MAX_RUNNING])):
+        if run._state.adding:
+            taken = _leases_held(run.tenant_id, at) < settings.HARBOR_TENANT_MAX_RUNNING
+        else:
+            taken = RUNS.update(run, only_if=(_UNDER_CAP, [at, settings.HARBOR_TENANT_MAX_RUNNING]))
+        if not taken:
             run.lease_owner, run.lease_expires_at = "", None
             return False
         self.run, self.written = run, written

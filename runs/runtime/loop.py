@@ -87,13 +87,16 @@ def advance(run_id: str, worker: str | None = None) -> bool:
 
 
 def claim_here(run: Run) -> tuple[Lease, Next] | None:
-    """In the transaction that made a parked run ready again (its row lock held): take its
-    lease for a worker of this process and go as far as the claim's transaction would (the
-    attempt of an approved call is opened here). None when its tenant holds its share of
-    workers (a worker's look decides)."""
+    """In the transaction that made a parked run ready again (its row lock held), or that
+    creates a run: take its lease for a worker of this process and go as far as the claim's
+    transaction would (a pending run starts; the attempt of an approved call is opened
+    here). None when its tenant holds its share of workers (a worker's look decides)."""
     lease = Lease(run.pk, new_worker_id())
     if not lease.claim_along(run):
         return None
+    if run.status == RunStatus.PENDING:
+        move(run, RunStatus.RUNNING)
+        _narrate_started(run)
     step = at_boundary(lease, run)
     if step is None and run.lease_owner:
         lease.release()

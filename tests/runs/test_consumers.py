@@ -179,9 +179,10 @@ async def test_the_tenant_replay_is_filtered_too(people_tx):
     mine = await start(people_tx, "mallory")
     mallory, connected, _ = await connect("/ws/events/?after=0", user="mallory")
     assert connected
-    envelope = await mallory.receive_json_from(timeout=5)
-    assert envelope["run"] == mine.pk
-    assert await mallory.receive_nothing(timeout=0.3)
+    envelopes = [await mallory.receive_json_from(timeout=5)]
+    while not await mallory.receive_nothing(timeout=0.3):
+        envelopes.append(await mallory.receive_json_from(timeout=5))
+    assert {envelope["run"] for envelope in envelopes} == {mine.pk}  # alice's run's events left out
     await mallory.disconnect()
 
 

@@ -1,9 +1,10 @@
-"""An approval hands the run to a worker of this process in its own commit (lease taken,
-the gated call's attempt opened), under the dispatcher's rules; a hand-off that waited past
-its lease is dropped, and the step still runs once."""
+"""A start and an approval hand the run to a worker of this process in their own commit
+(lease taken; a new run started, the gated call's attempt opened), under the dispatcher's
+rules; a hand-off that waited past its lease is dropped, and the step still runs once."""
 
 import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -15,7 +16,7 @@ from runs.models import Event, Run, RunStatus, ToolCall
 from runs.runtime import handoff, loop
 from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Finish
-from runs.runtime.registry import Agent, register_agent, unregister_agent
+from runs.runtime.registry import Agent, get_agent, register_agent, unregister_agent
 from runs.runtime.tools import Tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,6 +48,44 @@ def test_an_approval_hands_the_run_on_with_the_attempt_opened(people_tx, probe):
     assert (run.status, run.lease_owner) == (RunStatus.COMPLETE, "")
     assert probe.calls == [{"target": "moon"}]
     assert list(ToolCall.objects.filter(run=run).values_list("outcome", flat=True)) == ["completed"]
+
+
+def test_a_start_hands_the_new_run_on_started_with_its_lease(people_tx, probe):
+    run, _ = run_start(caller=people_tx.caller("alice"), query="launch", agent_id="probe")
+    stored = Run.objects.get(pk=run.pk)
+    assert stored.status == RunStatus.RUNNING and stored.lease_owner  # claimed by the start's commit
+    assert list(Event.objects.filter(run=run).values_list("type", flat=True)) == ["task.spawned", "task.started"]
+    assert drain() == 1  # the handed step: the planner asked, the gate parked
+    assert Run.objects.get(pk=run.pk).status == RunStatus.PAUSED
+    assert Event.objects.filter(run=run, type="task.started").count() == 1
+
+
+def test_a_tenant_at_its_share_of_workers_leaves_the_started_run_to_a_look(people_tx, probe, settings):
+    settings.HARBOR_TENANT_MAX_RUNNING = 1
+    alice = people_tx.caller("alice")
+    busy, _ = run_start(caller=alice, query="launch", agent_id="probe")  # holds acme's one worker
+    run, _ = run_start(caller=alice, query="launch", agent_id="probe")
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.status, stored.lease_owner) == (RunStatus.PENDING, "")
+    drain()  # the first one parks at its gate and lets its worker go; the look takes the second
+    assert Run.objects.get(pk=busy.pk).status == Run.objects.get(pk=run.pk).status == RunStatus.PAUSED
+
+
+def test_a_cancel_that_reaches_a_handed_start_before_it_begins_asks_no_planner(people_tx, probe, monkeypatch):
+    planner: Any = get_agent("probe").planner
+    decide, asked = planner.decide, []
+
+    def counted(self, view):
+        asked.append(view.step)
+        return decide(self, view)
+
+    monkeypatch.setattr(planner, "decide", counted)
+    run, _ = run_start(caller=people_tx.caller("alice"), query="launch", agent_id="probe")
+    steering_submit(caller=people_tx.caller("alice"), run_id=run.pk, method="cancel", payload={})
+    assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING  # the cancel waits for its boundary
+    assert drain() == 1
+    assert Run.objects.get(pk=run.pk).status == RunStatus.CANCELLED
+    assert asked == []  # a model may take minutes: it is not asked for a cancelled run
 
 
 def test_a_tenant_at_its_share_of_workers_leaves_the_decided_run_to_a_look(people_tx, probe, settings):
