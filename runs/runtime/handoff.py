@@ -3,10 +3,10 @@
 Where the workers live in this process (the embedded pool, while it runs; the manual
 executor of tests and benchmarks), the start that creates a run, and the decision that
 makes a parked run ready, take the run's lease in their own transaction and open the next
-step there (`loop.claim_here`: a pending run started, an approved call's attempt opened). After the commit a worker goes on from that step: no
-look, no claim and no transaction of its own to begin. The claim follows the dispatcher's rule (ready, free, the
-tenant under its share of workers); a run it does not take is left to a worker's look,
-woken as before.
+step there (`loop.claim_here`: a pending run started, an approved call's attempt opened).
+After the commit a worker goes on from that step: no look, no claim and no transaction of
+its own to begin. The claim follows the dispatcher's rule (ready, free, the tenant under
+its share of workers); a run it does not take is left to a worker's look, woken as before.
 
 What is handed lives in this process only: if the process dies, the lease lapses and any
 worker takes the run again, as after a crash anywhere in a step. Before a handed step goes
@@ -48,9 +48,9 @@ def _drained_here() -> bool:
 
 def continue_here(run: Run) -> None:
     """Called under the run lock by the transaction that made `run` ready again (or that
-    creates it): hand it to a worker of this process, or wake the workers to look. Only a transaction whose commit
-    is the database's own hands off (one inside another, as a test's, leaves it to a look):
-    what is handed goes to the workers after that commit."""
+    creates it): hand it to a worker of this process, or wake the workers to look. Only a
+    transaction whose commit is the database's own hands off (one inside another, as a
+    test's, leaves it to a look): what is handed goes to the workers after that commit."""
     conn = transaction.get_connection()
     taken = loop.claim_here(run) if _drained_here() and len(conn.atomic_blocks) == 1 else None
     if taken is None:
