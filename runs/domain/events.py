@@ -123,8 +123,7 @@ def at_end(table: Rows, row: Model) -> None:
     transaction, with its events (at once outside `atomic()`): a later write of the same row
     in the transaction takes the change along, and this one finds nothing left to write."""
     conn = transaction.get_connection()
-    batch = _batch.get()
-    if batch is not None and batch.holds(conn):
+    if (batch := _holding(conn)) is not None:
         batch.rows.setdefault(id(row), (table, row))
     else:
         _send(conn, [statement] if (statement := table.written(row)) is not None else [])
@@ -135,11 +134,16 @@ def settle_at_end(statement: Statement) -> None:
     its events (at once outside `atomic()`): the row lock its caller holds already decided
     it, and the guard stands behind that; if it writes no row, the transaction rolls back."""
     conn = transaction.get_connection()
-    batch = _batch.get()
-    if batch is not None and batch.holds(conn):
+    if (batch := _holding(conn)) is not None:
         batch.settles.append(statement)
     else:
         _send(conn, [statement])
+
+
+def _holding(conn: BaseDatabaseWrapper) -> _Batch | None:
+    """The service transaction whose end a write made now belongs to, if any."""
+    batch = _batch.get()
+    return batch if batch is not None and batch.holds(conn) else None
 
 
 @dataclass(slots=True)

@@ -48,7 +48,7 @@ def drain(*, limit: int | None = None) -> int:
 # so a look costs what is ready and leased, never the history of ended runs.
 _READY = f"""
     SELECT id FROM {Run._meta.db_table} AS candidate
-    WHERE {CLAIMABLE_SQL} AND {under_cap_sql("candidate")}
+    WHERE {CLAIMABLE_SQL} AND {under_cap_sql("candidate.tenant_id")}
     ORDER BY priority DESC, created_at LIMIT 20"""
 
 

@@ -31,28 +31,23 @@ CLAIMABLE_SQL = f"status IN {tuple(str(status) for status in READY)} AND (lease_
 _CLAIMABLE = f"id = %s AND {CLAIMABLE_SQL}"
 
 
-def under_cap_sql(table: str) -> str:
-    """The run's tenant (the row of `table`) holds fewer live leases than its share of
-    workers (HARBOR_TENANT_MAX_RUNNING), walking the partial index run_leased; its two
-    parameters: the time and the share."""
+def under_cap_sql(tenant: str) -> str:
+    """The tenant (`tenant`: SQL for its id, such as a row's column) holds fewer live leases
+    than its share of workers (HARBOR_TENANT_MAX_RUNNING), walking the partial index
+    run_leased; its parameters: those of `tenant`, the time and the share."""
     return f"""(SELECT COUNT(*) FROM {Run._meta.db_table} AS held
-           WHERE held.tenant_id = {table}.tenant_id AND NOT (held.lease_owner = '')
+           WHERE held.tenant_id = {tenant} AND NOT (held.lease_owner = '')
              AND held.lease_expires_at >= %s) < %s"""
 
 
-_UNDER_CAP = under_cap_sql(Run._meta.db_table)
+_UNDER_CAP = under_cap_sql(f"{Run._meta.db_table}.tenant_id")
 
 
-def _leases_held(tenant_id: int, at: object) -> int:
-    """The tenant's live leases, counted as `under_cap_sql` counts them."""
-    table = Run._meta.db_table
+def _under_cap(tenant_id: int, at: object) -> bool:
+    """`under_cap_sql` for a tenant by id (a run not inserted yet has no row to name it)."""
     with prepared_cursor(connection) as cursor:
-        cursor.execute(
-            f"SELECT COUNT(*) FROM {table} AS held WHERE held.tenant_id = %s"
-            " AND NOT (held.lease_owner = '') AND held.lease_expires_at >= %s",
-            [tenant_id, at],
-        )
-        return int(cursor.fetchone()[0])
+        cursor.execute(f"SELECT {under_cap_sql('%s')}", [tenant_id, at, settings.HARBOR_TENANT_MAX_RUNNING])
+        return bool(cursor.fetchone()[0])
 
 
 _HELD = "id = %s AND lease_owner = %s AND lease_expires_at >= %s"
@@ -101,7 +96,7 @@ class Lease:
         run.lease_owner, run.lease_expires_at = self.worker, now + lease_length()
         at = connection.ops.adapt_datetimefield_value(now)
         if run._state.adding:
-            taken = _leases_held(run.tenant_id, at) < settings.HARBOR_TENANT_MAX_RUNNING
+            taken = _under_cap(run.tenant_id, at)
         else:
             taken = RUNS.update(run, only_if=(_UNDER_CAP, [at, settings.HARBOR_TENANT_MAX_RUNNING]))
         if not taken:

@@ -40,24 +40,20 @@ def settle_attempt_at_end(attempt: ToolCall, outcome: str, refused: Exception, e
     """Settle the attempt with the rest of its transaction's writes (runs.domain.events), the
     caller holding the run's lock and its lease: `refused` is raised, and the transaction
     rolls back, if it was settled already (another worker took the step over)."""
-    events.settle_at_end(
-        TOOL_CALLS.settling(
-            {"pk": attempt.pk, "outcome": ToolCallOutcome.RUNNING},
-            refused,
-            outcome=outcome,
-            error=error[:2000],
-            finished_at=timezone.now(),
-        )
-    )
+    where, values = _settle(attempt, outcome, error)
+    events.settle_at_end(TOOL_CALLS.settling(where, refused, **values))
 
 
 def settle_attempt(attempt: ToolCall, outcome: str, error: str = "") -> bool:
     """Settle the attempt if it is still running; False if it was settled already (another
     worker took the step over and marked it lost)."""
-    settled = TOOL_CALLS.update_where(
+    where, values = _settle(attempt, outcome, error)
+    return TOOL_CALLS.update_where(where, **values) == 1
+
+
+def _settle(attempt: ToolCall, outcome: str, error: str) -> tuple[dict[str, object], dict[str, object]]:
+    """The settle's guard (still running) and what it writes."""
+    return (
         {"pk": attempt.pk, "outcome": ToolCallOutcome.RUNNING},
-        outcome=outcome,
-        error=error[:2000],
-        finished_at=timezone.now(),
+        {"outcome": outcome, "error": error[:2000], "finished_at": timezone.now()},
     )
-    return settled == 1
