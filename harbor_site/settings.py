@@ -112,6 +112,7 @@ TEMPLATES = [
 
 DATABASES: dict[str, dict[str, Any]]
 CHANNEL_LAYERS: dict[str, dict[str, object]]
+HARBOR_LIVE_REDIS_URL: str | None = None  # live pushes over Redis pub/sub, when set
 CHANNEL_GROUP_EXPIRY_SECONDS = 120
 if EMBEDDED:
     DATABASES = {
@@ -147,9 +148,13 @@ else:
     # Parameters bound by the server, so the run loop's few statements can be prepared and
     # planned once per connection (runs.domain.rows.prepared_cursor); nothing else is.
     DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
-    # A process that dies leaves its group memberships in Redis, and every push writes to each
-    # member: channels_redis keeps them a day by default. Live processes re-join theirs every
-    # 30 s (runs.domain.streams.Hub.REJOIN_SECONDS), so a dead one's go after two minutes.
+    # The live streams listen on Redis pub/sub (runs.domain.pubsub): a commit's push is one
+    # PUBLISH, and a process that dies leaves no membership behind.
+    HARBOR_LIVE_REDIS_URL = REDIS_URL
+    # Channels' own layer. Were streams to listen on it, a process that dies would leave its
+    # group memberships in Redis, and every push writes to each member: channels_redis keeps
+    # them a day by default. Hubs on it re-join theirs every 30 s
+    # (runs.domain.streams.Hub.REJOIN_SECONDS), so a dead one's go after two minutes.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",

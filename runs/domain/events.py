@@ -25,6 +25,7 @@ from django.db.models import Model
 from django.utils import timezone
 from psycopg.pq import TransactionStatus
 
+from runs.domain import pubsub
 from runs.domain.event_types import Envelope, EventPayload
 from runs.domain.rows import Rows, Statement, prepared_cursor
 from runs.models import Event, Run, Tenant
@@ -533,10 +534,19 @@ def _finish_pushes() -> None:
 
 
 def _group_send(groups: list[tuple[str, Callable[[], dict]]]) -> None:
-    """Send each group its message, built here (nobody listening costs nothing, not even the
-    message). Best effort, never raises and never waits: it runs after commit, and a live
-    push never undoes a committed change."""
+    """Send each group its message, built here (on the in-memory layer, nobody listening
+    costs nothing, not even the message). Best effort, never raises: it runs after commit,
+    and a live push never undoes a committed change. Over Redis pub/sub it is one PUBLISH
+    on this thread (waiting at most pubsub.SEND_TIMEOUT_SECONDS); through a layer it never waits."""
+    global _push_paused_until
     if time.monotonic() < _push_paused_until:
+        return
+    if url := pubsub.redis_url():
+        try:
+            pubsub.publish(url, [(group, build()) for group, build in groups])
+        except Exception:
+            _push_paused_until = time.monotonic() + PUSH_BACKOFF_SECONDS
+            log.warning("live push to %s failed; readers catch up from the log", [g for g, _ in groups], exc_info=True)
         return
     try:
         layer = get_channel_layer()

@@ -10,7 +10,8 @@ nudges without ever depending on the layer: while it fails, the stream polls the
 A process holds one membership per group in the layer, not one per stream (`Hub`): the
 layer sends each push once to each process, which hands it to its streams of that group
 in memory. A thousand sockets of one tenant cost the layer one message, not a thousand
-copies and a thousand queues."""
+copies and a thousand queues. Where Redis is configured, the Hub listens on Redis pub/sub
+instead of the channel layer (runs.domain.pubsub), with the same contract."""
 
 import asyncio
 import logging
@@ -18,7 +19,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from typing import cast
+from typing import TypeAlias, cast
 
 from channels.layers import BaseChannelLayer
 from django.conf import settings
@@ -26,7 +27,7 @@ from django.conf import settings
 from approvals.domain.selectors import token_visibility
 from approvals.domain.tokens import token_unseal
 from approvals.models import Pause
-from runs.domain import events, selectors
+from runs.domain import events, pubsub, selectors
 from runs.domain.errors import InvalidRequest
 from runs.domain.event_types import Envelope
 from runs.identity.callers import Caller
@@ -152,6 +153,14 @@ def poll_seconds() -> float:
 
 
 Handler = Callable[[dict], Awaitable[None]]
+Layer: TypeAlias = BaseChannelLayer | pubsub.Subscriber
+
+
+def listening_on(layer: BaseChannelLayer) -> Layer:
+    """What this process's streams listen on: Redis pub/sub where configured, else the
+    channel layer (the embedded default's in-memory one)."""
+    url = pubsub.redis_url()
+    return pubsub.subscriber(url) if url else layer
 
 
 class Hub:
@@ -166,8 +175,11 @@ class Hub:
     INBOX_LIMIT = 10_000
     JOINS_AT_ONCE = 50
 
-    def __init__(self, layer: BaseChannelLayer) -> None:
+    def __init__(self, layer: Layer) -> None:
         self.layer = layer
+        # A channel layer forgets memberships after a while (and a restarted Redis all of
+        # them): they are renewed every REJOIN_SECONDS. Pub/sub needs that only after an outage.
+        self.renews = getattr(layer, "memberships_expire", True)
         self.channel = ""
         self.tails: dict[str, set[Tail]] = {}
         self.up = True
@@ -224,11 +236,17 @@ class Hub:
         if not self.up:
             log.info("channel layer is back")
             self.up = True
+            # Each stream reads the log once more: what was committed between its last poll
+            # and the membership came with no push.
+            self._interrupt_all()
         return True
 
     def _down(self) -> None:
         """Every stream reads the log now, and polls it until the layer is back."""
         self.up = False
+        self._interrupt_all()
+
+    def _interrupt_all(self) -> None:
         for tail in {tail for tails in self.tails.values() for tail in tails}:
             tail.interrupt()
 
@@ -241,7 +259,8 @@ class Hub:
             try:
                 message = await asyncio.wait_for(self.layer.receive(self.channel), self.REJOIN_SECONDS)
             except TimeoutError:
-                await self._rejoin()
+                if self.renews:
+                    await self._rejoin()
                 continue
             except Exception:
                 log.warning("channel layer receive failed; live streams poll the log", exc_info=True)
@@ -252,7 +271,7 @@ class Hub:
             self.inbox.append(message)
             if self.delivering is None or self.delivering.done():
                 self.delivering = asyncio.create_task(self._deliver_all())
-            if time.monotonic() - self.joined_at > self.REJOIN_SECONDS and not self.rejoining:
+            if self.renews and time.monotonic() - self.joined_at > self.REJOIN_SECONDS and not self.rejoining:
                 # Aside, so that pushes keep flowing while thousands of memberships renew.
                 self.rejoining = asyncio.create_task(self._rejoin())
 
@@ -307,7 +326,7 @@ def _merged(message: dict, later: dict) -> dict:
 _hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub]" = weakref.WeakKeyDictionary()
 
 
-def hub_for(layer: BaseChannelLayer) -> Hub:
+def hub_for(layer: Layer) -> Hub:
     """The hub of the running loop for this layer (a new one when the layer was replaced)."""
     loop = asyncio.get_running_loop()
     hub = _hubs.get(loop)
@@ -323,7 +342,7 @@ class Tail:
 
     CAPACITY = 100  # a stream this far behind reads the log: queued nudges add nothing
 
-    def __init__(self, layer: BaseChannelLayer, name: str, *, handler: Handler | None = None) -> None:
+    def __init__(self, layer: Layer, name: str, *, handler: Handler | None = None) -> None:
         self.hub = hub_for(layer)
         self.name, self.handler = name, handler
         self.groups: list[str] = []
@@ -345,7 +364,7 @@ class Tail:
             self._put(message)
 
     def interrupt(self) -> None:
-        """The layer failed: a waiting `next` returns None now."""
+        """The layer failed or came back: a waiting `next` returns None now (read the log)."""
         self._put(None)
 
     def _put(self, item: dict | None) -> None:

@@ -35,7 +35,16 @@ from django.views.decorators.csrf import csrf_exempt
 from runs.domain import events, selectors
 from runs.domain.errors import AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
 from runs.domain.event_types import Envelope
-from runs.domain.streams import BATCH, Tail, event_types, poll_seconds, push_shown, pushed_envelope, read_after
+from runs.domain.streams import (
+    BATCH,
+    Tail,
+    event_types,
+    listening_on,
+    poll_seconds,
+    push_shown,
+    pushed_envelope,
+    read_after,
+)
 from runs.identity.callers import Caller, caller_resolve
 from runs.identity.visibility import Viewer, viewer_of
 from runs.protocol.auth import bearer_token, caller_from_headers
@@ -253,7 +262,7 @@ async def events_stream(request: HttpRequest) -> HttpResponseBase:
         return JsonResponse({"code": "runtime_error", "message": "internal error"}, status=500)
 
     layer = get_channel_layer()
-    tail = Tail(layer, await layer.new_channel("sse."))
+    tail = Tail(listening_on(layer), await layer.new_channel("sse."))
     # Join the tenant group (the run's stream is a filter over it) before taking the cursor,
     # so nothing committed in between is missed.
     await tail.join(events.tenant_group(plan.tenant_id), events.user_group(plan.caller.user.pk))

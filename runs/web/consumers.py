@@ -41,7 +41,7 @@ from django.utils import timezone
 from runs.domain import events, selectors, streams
 from runs.domain.errors import InvalidRequest
 from runs.domain.event_types import Envelope
-from runs.domain.streams import Tail
+from runs.domain.streams import Tail, listening_on
 from runs.identity import sessions
 from runs.identity.callers import Caller
 from runs.identity.sessions import web_session_for_key
@@ -317,7 +317,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         # Pushes come from the process's Hub straight to `pushed`; Channels' own loop sees
         # only the Tail's quiet spells and outages (as ticks), so a Redis restart turns into
         # polling instead of ending the socket.
-        self.tail = Tail(self.channel_layer, self.channel_name, handler=self.pushed_message)
+        self.tail = Tail(listening_on(self.channel_layer), self.channel_name, handler=self.pushed_message)
 
     async def _next_message(self) -> dict:
         assert self.tail is not None  # set with channel_receive, before any message

@@ -15,9 +15,9 @@ from django.db import transaction
 from django.test import Client
 
 from harbor_site.asgi import application
-from runs.domain import events
+from runs.domain import events, pubsub
 from runs.domain.event_types import MessageReceived
-from runs.domain.streams import Tail
+from runs.domain.streams import Tail, hub_for, listening_on
 from runs.models import Event
 from runs.web import consumers
 from runs.web.consumers import EventsConsumer
@@ -40,6 +40,15 @@ def emit(run, count: int = 1, per_transaction: int = 1) -> None:
 def logged(run=None) -> list[int]:
     rows = Event.objects.filter(run=run) if run else Event.objects.all()
     return list(rows.order_by("sequence").values_list("sequence", flat=True))
+
+
+async def nudge(group: str, message: dict) -> None:
+    """A push to the group, on whatever this process's streams listen on."""
+    url = pubsub.redis_url()
+    if url:
+        await asyncio.to_thread(pubsub.publish, url, [(group, message)])
+    else:
+        await get_channel_layer().group_send(group, message)
 
 
 async def receive_until(communicator, last: int, timeout: float = 15) -> list[int]:
@@ -71,7 +80,7 @@ async def test_an_event_committed_while_the_socket_connects_is_not_lost(people_t
     group (here: just as it joins) still arrives, once."""
     run = await start(people_tx, "alice")
     before = await logged(run)
-    layer = get_channel_layer()
+    layer = listening_on(get_channel_layer())
     original = layer.group_add
     injected: list[None] = []  # the one event emitted mid-join
 
@@ -171,7 +180,7 @@ async def test_a_socket_behind_the_head_waits_for_the_pushes_its_process_is_stil
     async def slow(message):
         await held.wait()
 
-    slow_tail = Tail(get_channel_layer(), "slow", handler=slow)
+    slow_tail = Tail(listening_on(get_channel_layer()), "slow", handler=slow)
     await slow_tail.join(events.tenant_group(socket.tenant_id))
     before = await logged()
     await emit(run, 2)
@@ -190,7 +199,7 @@ async def test_a_socket_behind_the_head_waits_for_the_pushes_its_process_is_stil
     await emit(run)
     last = (await logged())[-1]
     group = events.tenant_group(socket.tenant_id)
-    await get_channel_layer().group_send(group, {"type": "harbor.event", "group": group, "sequence": 0})
+    await nudge(group, {"type": "harbor.event", "group": group, "sequence": 0})
     await asyncio.sleep(0.05)
     assert hub.handing_over
     socket._behind(last)
@@ -266,18 +275,19 @@ class Redis:
         self.process.wait()
 
 
-@pytest.fixture
-def own_redis(settings):
+@pytest.fixture(params=["pubsub", "channel layer"])
+def own_redis(request, settings):
+    """A Redis of the test's own, carrying the live pushes over pub/sub (as configured in
+    production) or through the channel layer."""
     if not shutil.which("redis-server"):
         pytest.skip("needs redis-server")
     redis = Redis()
     redis.start()
+    url = f"redis://127.0.0.1:{redis.port}/0"
     settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [f"redis://127.0.0.1:{redis.port}/0"]},
-        }
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [url]}}
     }
+    settings.HARBOR_LIVE_REDIS_URL = url if request.param == "pubsub" else None
     settings.HARBOR_STREAM_POLL_SECONDS = 0.2
     settings.HARBOR_WS_RECHECK_SECONDS = 60  # after the restart, only a live nudge is this quick
     channel_layers.backends.clear()
@@ -308,6 +318,7 @@ async def test_a_socket_survives_a_redis_restart(people_tx, own_redis):
     expected += await burst(3)  # read from the log while Redis is down
     own_redis.start()
     await asyncio.sleep(2.5)  # the socket re-joins its groups; pushes resume
+    assert hub_for(listening_on(get_channel_layer())).up  # no longer polling: only pushes are this quick
     expected += await burst(3)
     assert seen == expected
     assert await bob.receive_nothing(timeout=0.3)

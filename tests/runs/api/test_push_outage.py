@@ -20,10 +20,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(params=["refused", "hung"])
-def broken_layer(request, settings):
-    """Redis that refuses connections, or one that accepts them and never answers."""
+def broken_layer(request, settings, transport):
+    """Redis that refuses connections, or one that accepts them and never answers, carrying
+    the live pushes over pub/sub or through the channel layer."""
     listener = None
     port = free_port()
+    settings.HARBOR_LIVE_REDIS_URL = f"redis://127.0.0.1:{port}/0" if transport == "pubsub" else None
     if request.param == "hung":
         listener = socket.socket()
         listener.bind(("127.0.0.1", port))
@@ -41,6 +43,11 @@ def broken_layer(request, settings):
     events._push_paused_until = 0.0
     if listener is not None:
         listener.close()
+
+
+@pytest.fixture(params=["pubsub", "channel layer"])
+def transport(request):
+    return request.param
 
 
 def test_an_approve_lands_and_answers_200_quickly_while_the_layer_is_down(people_tx, broken_layer):

@@ -282,7 +282,8 @@ def test_keepalive_comments_while_idle(settings):
     assert not layer.groups.get("tenant.1")  # the stream left its group when it closed
 
 
-def test_the_live_tail_survives_a_redis_restart(settings):
+@pytest.mark.parametrize("transport", ["pubsub", "channel layer"])
+def test_the_live_tail_survives_a_redis_restart(settings, transport):
     """Redis goes away mid-stream: the stream keeps serving the log by polling, then re-joins
     its group when Redis is back, so a live nudge wakes it again."""
     import shutil
@@ -291,6 +292,7 @@ def test_the_live_tail_survives_a_redis_restart(settings):
         pytest.skip("needs redis-server")
     from channels_redis.core import RedisChannelLayer
 
+    from runs.domain import pubsub
     from runs.domain.streams import Tail
     from runs.protocol import sse
     from tests.runs.test_consumer_delivery import Redis
@@ -306,8 +308,9 @@ def test_the_live_tail_survives_a_redis_restart(settings):
         return [f"id: {seq}\n\n" for seq in new], max([cursor, *new]), None
 
     async def scenario():
-        layer = RedisChannelLayer(hosts=[f"redis://127.0.0.1:{redis.port}/0"])
-        tail = Tail(layer, await layer.new_channel("sse."))
+        url = f"redis://127.0.0.1:{redis.port}/0"
+        layer = RedisChannelLayer(hosts=[url])
+        tail = Tail(pubsub.Subscriber(url) if transport == "pubsub" else layer, await layer.new_channel("sse."))
         await tail.join("tenant.1")
         stream = sse._frames(_plan(), tail, 0)
         chunks = [await stream.__anext__()]
@@ -315,7 +318,11 @@ def test_the_live_tail_survives_a_redis_restart(settings):
         async def grow(seq, nudge=True):
             log.append(seq)
             if nudge:
-                await layer.group_send("tenant.1", {"type": "harbor.event", "group": "tenant.1", "sequence": seq})
+                message = {"type": "harbor.event", "group": "tenant.1", "sequence": seq}
+                if transport == "pubsub":
+                    await asyncio.to_thread(pubsub.publish, url, [("tenant.1", message)])
+                else:
+                    await layer.group_send("tenant.1", message)
             chunks.append(await asyncio.wait_for(stream.__anext__(), 3))
 
         await grow(1)
@@ -327,6 +334,7 @@ def test_the_live_tail_survives_a_redis_restart(settings):
             if tail.up:
                 break
             await asyncio.sleep(0.1)
+        assert tail.up  # and no longer polls: only a nudge reads before the keepalive
         await grow(4)  # woken by a live nudge again, long before any keepalive
         await stream.aclose()
         return chunks
