@@ -24,3 +24,12 @@ def test_the_http_rows_hold_streams_open_against_a_real_daphne(people_tx):
     assert "with no run advancing beside it (the request alone)" in text and "ms of Daphne CPU each" in text, text
     assert "200 idle GET /v1/events streams on one Daphne: threads" in text, text
     assert "reaching 200 live GET /v1/events streams" in text, text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_live_rows_time_pauses_on_sockets_of_a_real_daphne(people_tx):
+    out = StringIO()
+    call_command("harbor_bench", "--live", "--sockets", "3", "--live-pauses", "2", "--live-fanouts", "1", stdout=out)
+    text = out.getvalue()
+    assert "pause committed → frame on one connected inbox socket" in text, text
+    assert "3 sockets: alone" in text, text

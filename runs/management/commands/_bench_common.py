@@ -1,6 +1,7 @@
 """Small helpers every benchmark module shares: percentiles, a free port, starting and
 stopping a Daphne."""
 
+import os
 import socket
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
+from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -31,6 +33,15 @@ def stop(process: subprocess.Popen, timeout: float = 20) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def this_database() -> dict[str, str]:
+    """The environment that points a child process at the database this one uses (under
+    the tests, their test database rather than the configured one)."""
+    name = str(connection.settings_dict["NAME"])
+    if connection.vendor == "sqlite":
+        return {"HARBOR_SQLITE_PATH": name}
+    return {"DATABASE_URL": f"{os.environ['DATABASE_URL'].rsplit('/', 1)[0]}/{name}"}
 
 
 def start_daphne(application: str, port: int, log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen:

@@ -1,6 +1,7 @@
 """The live figures of `harbor_bench --live`: a pause committed → its frame on connected inbox
 sockets, through a real Daphne serving Harbor's application on the configured database and
-channel layer (in-memory on the embedded default, Redis when REDIS_URL is set).
+live transport (the in-memory channel layer on the embedded default, Redis pub/sub when
+REDIS_URL is set).
 
 Clients sign in with real session cookies (one person per socket: approvers, who receive the
 resume token, and operators, who do not), send the Origin the application expects and listen
@@ -32,7 +33,7 @@ from approvals.web.views import INBOX_EVENT_TYPES
 from runs.identity.permissions import membership_grant
 from runs.models import Membership, Role, Tenant
 
-from ._bench_common import free_port, percentile, start_daphne, stop
+from ._bench_common import free_port, percentile, start_daphne, stop, this_database
 
 CONNECTS_IN_FLIGHT = 20  # Daphne drops a socket its application has not accepted in 5 s
 PAUSE_MARK = b'"pause.requested"'
@@ -218,7 +219,8 @@ def run_live_bench(
     cookies = session_cookies(max([1, *sizes]))
     port = port or free_port()
     log = tempfile.NamedTemporaryFile(prefix="bench-live-daphne-", suffix=".log", delete=False).name
-    daphne = start_daphne("runs.management.commands._bench_live_server:application", port, Path(log))
+    env = {**os.environ, **this_database()}
+    daphne = start_daphne("runs.management.commands._bench_live_server:application", port, Path(log), env)
     try:
         asyncio.run(_measure(LiveBench(port, out, log), cookies, sizes, pauses, fanouts, daphne.pid, layer))
     finally:

@@ -52,7 +52,9 @@ events._push = _timed_push
 
 
 def _start() -> dict:
-    settings.HARBOR_EXECUTOR = "manual"
+    # Left pending for `park` (a start hands its run to a worker of this process otherwise),
+    # and claimed by `burst`'s drain as a worker's look would.
+    settings.HARBOR_EXECUTOR, settings.HARBOR_HANDOFF = "manual", False
     run, _ = run_start(
         caller=caller_resolve(tenant="acme", user="alice", session="bench"), query="x", agent_id="bench_gate"
     )

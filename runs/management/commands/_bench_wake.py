@@ -37,7 +37,7 @@ from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool, ToolContext
 
 from . import _bench_streams as streams
-from ._bench_common import ROOT, free_port, percentile, start_daphne, stop
+from ._bench_common import ROOT, free_port, percentile, start_daphne, stop, this_database
 
 AGENT = "bench_wake"
 Write = Callable[[str], None]
@@ -120,18 +120,9 @@ def _approve_to_start(caller: Caller, ids: list[str]) -> list[float]:
 # --- approve committed → the gated tool starts ------------------------------------------------------
 
 
-def _this_database() -> dict[str, str]:
-    """The environment that points a child process at the database this one uses (under
-    the tests, their test database rather than the configured one)."""
-    name = str(connection.settings_dict["NAME"])
-    if connection.vendor == "sqlite":
-        return {"HARBOR_SQLITE_PATH": name}
-    return {"DATABASE_URL": f"{os.environ['DATABASE_URL'].rsplit('/', 1)[0]}/{name}"}
-
-
 def _celery_worker(log: Path, concurrency: int, pool: str = "prefork") -> tuple[subprocess.Popen, str]:
     node = f"bench-{os.getpid()}@localhost"
-    env = {**os.environ, **_this_database(), "HARBOR_EXECUTOR": "celery"}
+    env = {**os.environ, **this_database(), "HARBOR_EXECUTOR": "celery"}
     argv = [sys.executable, "-m", "celery", "-A", "harbor_site", "worker", "--loglevel", "WARNING"]
     argv += ["--pool", pool, "--concurrency", str(concurrency), "--without-gossip", "--without-mingle", "-n", node]
     argv += ["--include", __name__]
@@ -206,7 +197,7 @@ def http_rows(
     production = connection.vendor != "sqlite"
     env = {
         **os.environ,
-        **_this_database(),
+        **this_database(),
         **key_env,
         "HARBOR_EXECUTOR": "celery" if production else "thread",
         "HARBOR_HTTPS": "0",

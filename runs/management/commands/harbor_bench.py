@@ -234,8 +234,8 @@ class Command(BaseCommand):
         keep_wal_open()  # SQLite: as the server process does (its log held open, checkpointed off the commits)
         database = connection.vendor
         if options["live"]:
-            layer = "redis" if settings.REDIS_URL else "in-memory"
-            self.stdout.write(f"Harbor live benchmark on {database}, {layer} channel layer, one Daphne")
+            layer = "redis pub/sub" if settings.HARBOR_LIVE_REDIS_URL else "in-memory channel layer"
+            self.stdout.write(f"Harbor live benchmark on {database}, {layer}, one Daphne")
             sizes = [int(size) for size in options["sockets"].split(",") if size]
             run_live_bench(
                 stdout=self.stdout,
