@@ -4,10 +4,10 @@ bin/bench, not in tests)."""
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from psycopg.waiting import Wait
 
 from approvals.models import Pause, PauseState
 from runs.domain.services import run_start, steering_submit
+from runs.management.commands._bench_common import psycopg_round_trips
 from runs.models import Event, Run, RunStatus
 from runs.runtime.dispatch import drain
 from runs.runtime.registry import unregister_agent
@@ -60,31 +60,16 @@ def test_statements_per_cycle_of_an_inline_planner(people_tx):
 
 @requires_postgres
 @pytest.mark.django_db(transaction=True)
-def test_an_inline_start_that_parks_is_one_round_trip(people_tx, monkeypatch):
+def test_an_inline_start_that_parks_is_one_round_trip(people_tx):
     """Its writes (the run, its pause, their events) ride in one statement, which is the
     whole transaction: no BEGIN or COMMIT of its own. Counted as psycopg's waits for the
-    server's answer, so a round trip Django does not log (psycopg's own BEGIN) counts too."""
+    server's answer, whatever Django's statement log shows."""
     alice = people_tx.caller("alice")
     probe = GatedProbe(inline=True)
-    round_trips = [0]
-
-    def watched(gen):  # psycopg's generator, counting each wait for the server's answer
-        ready = None
-        while True:
-            try:
-                step = gen.send(ready)
-            except StopIteration as done:
-                return done.value
-            round_trips[0] += step == Wait.R
-            ready = yield step
-
     try:
         run_start(caller=alice, query="launch", agent_id="probe")  # warm
-        raw = type(connection.connection)
-        plain = raw.wait
-        monkeypatch.setattr(raw, "wait", lambda self, gen, *args, **kwargs: plain(self, watched(gen), *args, **kwargs))
-        run, _ = run_start(caller=alice, query="launch", agent_id="probe")
-        monkeypatch.setattr(raw, "wait", plain)
+        with psycopg_round_trips() as round_trips:
+            run, _ = run_start(caller=alice, query="launch", agent_id="probe")
     finally:
         unregister_agent("probe")
     assert round_trips[0] == 1

@@ -6,8 +6,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Generator, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 from django.db import connection
@@ -33,6 +35,37 @@ def stop(process: subprocess.Popen, timeout: float = 20) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+@contextmanager
+def psycopg_round_trips() -> Iterator[list[int]]:
+    """Count, while open, the answers this process's psycopg connections wait for from the
+    server: round trips, whatever a statement log says (it shows BEGIN and COMMIT for a
+    transaction sent as one autocommitted statement, and misses nothing else)."""
+    import psycopg
+    from psycopg.waiting import Wait
+
+    counted = [0]
+    plain = psycopg.Connection.wait
+
+    def watched(gen: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
+        ready = None
+        while True:
+            try:
+                step = gen.send(ready)
+            except StopIteration as done:
+                return done.value
+            counted[0] += step == Wait.R
+            ready = yield step
+
+    def wait(self: psycopg.Connection, gen: Generator[Any, Any, Any], *args: Any, **kwargs: Any) -> Any:
+        return plain(self, watched(gen), *args, **kwargs)
+
+    psycopg.Connection.wait = wait  # type: ignore[method-assign,assignment]
+    try:
+        yield counted
+    finally:
+        psycopg.Connection.wait = plain  # type: ignore[method-assign]
 
 
 def this_database() -> dict[str, str]:

@@ -37,7 +37,7 @@ from runs.runtime.tools import Tool
 from runs.runtime.wake import register as register_waker
 
 from . import _bench_wake as latency
-from ._bench_common import percentile
+from ._bench_common import percentile, psycopg_round_trips
 from ._bench_live import run_live_bench
 from ._seed import seed_history
 
@@ -89,6 +89,12 @@ def _statements(cycle: Callable[[], None]) -> int:
     with CaptureQueriesContext(connection) as queries:
         cycle()
     return len([q for q in queries.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))])
+
+
+def _round_trips(cycle: Callable[[], None]) -> int:
+    with psycopg_round_trips() as counted:
+        cycle()
+    return counted[0]
 
 
 class _LangGraph(NamedTuple):
@@ -277,6 +283,9 @@ class Command(BaseCommand):
             if langgraph:
                 theirs.append(_rate(langgraph.cycle, cycles))
         statements = {kind: _statements(partial(_ours_cycle, alice, agent_id)) for kind, agent_id in AGENTS.items()}
+        if database == "postgresql":
+            trips = {kind: _round_trips(partial(_ours_cycle, alice, agent_id)) for kind, agent_id in AGENTS.items()}
+            theirs_trips = f", LangGraph {_round_trips(partial(langgraph.cycle, -1))}" if langgraph else ""
 
         approve_ms = []
         for _ in range(cycles):
@@ -305,6 +314,11 @@ class Command(BaseCommand):
             f"  SQL statements per cycle (no savepoints) ours {statements['between']} "
             f"(inline planner {statements['inline']}){theirs_sent}"
         )
+        if database == "postgresql":
+            self.stdout.write(
+                f"  round trips to PostgreSQL per cycle     ours {trips['between']} "
+                f"(inline planner {trips['inline']}){theirs_trips}"
+            )
         self.stdout.write(
             f"  approve service call, p50 / p99 ms    ours {statistics.median(approve_ms):.1f} / "
             f"{percentile(approve_ms, 0.99):.1f}"
