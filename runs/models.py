@@ -4,6 +4,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.signals import pre_save
 from django.dispatch import receiver
+from django.utils import timezone
 
 from runs.domain.audit import AppendOnlyModel
 from runs.domain.errors import AuthRejected
@@ -117,7 +118,9 @@ class Run(models.Model):
     # Only the lease holder advances the run; an expired lease means its worker died.
     lease_owner = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    # When the start made it, not when its row was written at the end of that transaction: a
+    # start that hands the run on has started it by then.
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -54,6 +54,7 @@ def test_a_start_hands_the_new_run_on_started_with_its_lease(people_tx, probe):
     run, _ = run_start(caller=people_tx.caller("alice"), query="launch", agent_id="probe")
     stored = Run.objects.get(pk=run.pk)
     assert stored.status == RunStatus.RUNNING and stored.lease_owner  # claimed by the start's commit
+    assert stored.started_at is not None and stored.created_at <= stored.started_at
     assert list(Event.objects.filter(run=run).values_list("type", flat=True)) == ["task.spawned", "task.started"]
     assert drain() == 1  # the handed step: the planner asked, the gate parked
     assert Run.objects.get(pk=run.pk).status == RunStatus.PAUSED
