@@ -151,10 +151,8 @@ else:
     # The live streams listen on Redis pub/sub (runs.domain.pubsub): a commit's push is one
     # PUBLISH, and a process that dies leaves no membership behind.
     HARBOR_LIVE_REDIS_URL = REDIS_URL
-    # Channels' own layer. Were streams to listen on it, a process that dies would leave its
-    # group memberships in Redis, and every push writes to each member: channels_redis keeps
-    # them a day by default. Hubs on it re-join theirs every 30 s
-    # (runs.domain.streams.Hub.REJOIN_SECONDS), so a dead one's go after two minutes.
+    # Channels' own layer. A Hub on it re-joins its groups every 30 s, so the memberships of a
+    # process that died go after two minutes rather than channels_redis's default day.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",

@@ -12,9 +12,9 @@ Pub/sub ignores the database number, so channel names carry it: deployments shar
 Redis on different databases never hear each other."""
 
 import asyncio
-import threading
 import uuid
 import weakref
+from functools import cache
 from urllib.parse import urlsplit
 
 import msgpack
@@ -38,28 +38,22 @@ def _channel_prefix(url: str) -> str:
     return f"harbor.live.{database}."
 
 
-_clients: dict[str, redis.Redis] = {}
-_clients_lock = threading.Lock()
-
-
-def _client(url: str) -> redis.Redis:
-    # One pool per process and URL (redis-py starts a new pool in a forked worker). No retry:
-    # a push that fails is dropped, and the caller backs off.
-    with _clients_lock:
-        if url not in _clients:
-            _clients[url] = redis.Redis.from_url(
-                url,
-                socket_timeout=SEND_TIMEOUT_SECONDS,
-                socket_connect_timeout=SEND_TIMEOUT_SECONDS,
-                retry=Retry(NoBackoff(), 0),
-            )
-        return _clients[url]
+@cache
+def _publisher(url: str) -> tuple[redis.Redis, str]:
+    """One client (a connection pool; redis-py starts a new one in a forked worker) and the
+    channel prefix per process and URL. No retry: a push that fails is dropped, and the
+    caller backs off."""
+    retry = Retry(NoBackoff(), 0)
+    client = redis.Redis.from_url(
+        url, socket_timeout=SEND_TIMEOUT_SECONDS, socket_connect_timeout=SEND_TIMEOUT_SECONDS, retry=retry
+    )
+    return client, _channel_prefix(url)
 
 
 def publish(url: str, sends: list[tuple[str, dict]]) -> None:
     """Publish each message to its group, in order. Raises redis.RedisError when Redis is
     down or slower than SEND_TIMEOUT_SECONDS."""
-    client, prefix = _client(url), _channel_prefix(url)
+    client, prefix = _publisher(url)
     for group, message in sends:
         client.publish(prefix + group, msgpack.packb(message))
 

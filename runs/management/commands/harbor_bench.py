@@ -283,9 +283,14 @@ class Command(BaseCommand):
             if langgraph:
                 theirs.append(_rate(langgraph.cycle, cycles))
         statements = {kind: _statements(partial(_ours_cycle, alice, agent_id)) for kind, agent_id in AGENTS.items()}
+        trips_line = ""
         if database == "postgresql":
             trips = {kind: _round_trips(partial(_ours_cycle, alice, agent_id)) for kind, agent_id in AGENTS.items()}
             theirs_trips = f", LangGraph {_round_trips(partial(langgraph.cycle, -1))}" if langgraph else ""
+            trips_line = (
+                f"  round trips to PostgreSQL per cycle     ours {trips['between']} "
+                f"(inline planner {trips['inline']}){theirs_trips}"
+            )
 
         approve_ms = []
         for _ in range(cycles):
@@ -314,11 +319,8 @@ class Command(BaseCommand):
             f"  SQL statements per cycle (no savepoints) ours {statements['between']} "
             f"(inline planner {statements['inline']}){theirs_sent}"
         )
-        if database == "postgresql":
-            self.stdout.write(
-                f"  round trips to PostgreSQL per cycle     ours {trips['between']} "
-                f"(inline planner {trips['inline']}){theirs_trips}"
-            )
+        if trips_line:
+            self.stdout.write(trips_line)
         self.stdout.write(
             f"  approve service call, p50 / p99 ms    ours {statistics.median(approve_ms):.1f} / "
             f"{percentile(approve_ms, 0.99):.1f}"
