@@ -1,8 +1,9 @@
 """Live pushes over Redis pub/sub, where Redis is configured (HARBOR_LIVE_REDIS_URL); the
 embedded default keeps the in-memory channel layer.
 
-A commit's push is one synchronous PUBLISH from the committing thread: no event loop, no
-hand-off to another thread, a fraction of a millisecond. Each process's Hub
+A commit's push is one PUBLISH written by the committing thread on a connection where Redis
+sends no replies (CLIENT REPLY OFF): no event loop, no hand-off to another thread, and no
+round trip to wait for. Each process's Hub
 (streams.Hub) listens through a `Subscriber`: one SUBSCRIBE per group it has streams for.
 Pub/sub keeps nothing for a listener, so a process that dies takes its subscriptions with
 its connection, and after a Redis restart the Hub subscribes again while its streams read
@@ -12,9 +13,12 @@ Pub/sub ignores the database number, so channel names carry it: deployments shar
 Redis on different databases never hear each other."""
 
 import asyncio
+import os
+import threading
 import uuid
 import weakref
 from functools import cache
+from typing import cast
 from urllib.parse import urlsplit
 
 import msgpack
@@ -38,24 +42,63 @@ def _channel_prefix(url: str) -> str:
     return f"harbor.live.{database}."
 
 
+class _Publisher:
+    """One connection per process and URL, on which Redis sends no replies: a push is
+    written to the socket and not waited for. A push is a nudge (streams read the log), so
+    one lost with a connection that died unnoticed costs a stream its next re-check, no
+    event; a connection Redis closed is noticed (readable at EOF) before the next write."""
+
+    def __init__(self, url: str) -> None:
+        self.prefix = _channel_prefix(url)
+        pool = redis.ConnectionPool.from_url(
+            url,
+            socket_timeout=SEND_TIMEOUT_SECONDS,
+            socket_connect_timeout=SEND_TIMEOUT_SECONDS,
+            retry=Retry(NoBackoff(), 0),
+            redis_connect_func=_replies_off,
+        )
+        self.connection = cast(redis.Connection, pool.make_connection())  # or its SSL subclass
+        self.lock = threading.Lock()  # one writer at a time on the socket
+        self.pid = os.getpid()
+
+    def send(self, commands: list[bytes]) -> None:
+        with self.lock:
+            if self.pid != os.getpid():  # a forked worker: the socket is the parent's
+                self.connection.disconnect()  # closes this process's copy only
+                self.pid = os.getpid()
+            if self.connection._sock is not None and self._closed_by_redis():
+                self.connection.disconnect()  # send_packed_command connects again
+            self.connection.send_packed_command(commands, check_health=False)
+
+    def _closed_by_redis(self) -> bool:
+        """Whether Redis has said anything on this connection: with replies off, only an
+        error or a close (after a restart, say) can be waiting to be read."""
+        try:
+            return bool(self.connection.can_read(timeout=0))
+        except redis.ConnectionError:
+            return True
+
+
+def _replies_off(connection: redis.Connection) -> None:
+    connection.on_connect()  # authenticate, select the database
+    connection.send_command("CLIENT", "REPLY", "OFF", check_health=False)
+
+
 @cache
-def _publisher(url: str) -> tuple[redis.Redis, str]:
-    """One client (a connection pool; redis-py starts a new one in a forked worker) and the
-    channel prefix per process and URL. No retry: a push that fails is dropped, and the
-    caller backs off."""
-    retry = Retry(NoBackoff(), 0)
-    client = redis.Redis.from_url(
-        url, socket_timeout=SEND_TIMEOUT_SECONDS, socket_connect_timeout=SEND_TIMEOUT_SECONDS, retry=retry
-    )
-    return client, _channel_prefix(url)
+def _publisher(url: str) -> _Publisher:
+    return _Publisher(url)
 
 
 def publish(url: str, sends: list[tuple[str, dict]]) -> None:
-    """Publish each message to its group, in order. Raises redis.RedisError when Redis is
-    down or slower than SEND_TIMEOUT_SECONDS."""
-    client, prefix = _publisher(url)
-    for group, message in sends:
-        client.publish(prefix + group, msgpack.packb(message))
+    """Publish each message to its group, in order, in one write. Raises redis.RedisError
+    when Redis cannot be reached or its socket takes more than SEND_TIMEOUT_SECONDS."""
+    publisher = _publisher(url)
+    packed = [
+        part
+        for group, message in sends
+        for part in publisher.connection.pack_command("PUBLISH", publisher.prefix + group, msgpack.packb(message))
+    ]
+    publisher.send(packed)
 
 
 class Subscriber:

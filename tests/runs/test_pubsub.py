@@ -4,6 +4,7 @@ group and of its Redis database only."""
 
 import asyncio
 import shutil
+import subprocess
 from collections.abc import Iterator
 
 import msgpack
@@ -80,3 +81,22 @@ def test_a_push_reaches_the_streams_of_its_group_on_its_database_only(own_redis)
 
     got = _in_own_loop(scenario())
     assert got == {"tenant.1": [1, 3], "tenant.2": [2], "tenant.1 on db 1": []}
+
+
+def test_the_first_push_after_a_redis_restart_arrives(own_redis):
+    """Redis sends no replies on the publishing connection, so a restart is noticed by the
+    close it left there, before the next write: that push goes on a new connection."""
+    pubsub.publish(own_redis, [("tenant.1", {"n": 1})])  # the connection is open
+    port = int(own_redis.rsplit(":", 1)[1].split("/")[0])
+    server = Redis()
+    server.port = port
+    subprocess.run(["redis-cli", "-p", str(port), "shutdown", "nosave"], capture_output=True)
+    server.start()
+    listener = redis.Redis.from_url(own_redis).pubsub(ignore_subscribe_messages=True)
+    listener.subscribe("harbor.live.0.tenant.1")
+    listener.get_message(timeout=1)
+    pubsub.publish(own_redis, [("tenant.1", {"n": 2})])
+    message = listener.get_message(timeout=2)
+    assert message is not None and msgpack.unpackb(message["data"]) == {"n": 2}
+    listener.close()
+    server.stop()
