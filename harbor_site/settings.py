@@ -8,6 +8,7 @@ layer, runs advanced by threads inside the web process). With them: production
 import json
 import os
 import secrets
+import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -189,6 +190,8 @@ STATIC_ROOT = Path(os.environ.get("HARBOR_STATIC_ROOT", BASE_DIR / "staticfiles"
 # Static files are served by the project itself (no CDN): straight from the source folders
 # on the embedded default, from `collectstatic` output in production.
 WHITENOISE_USE_FINDERS = EMBEDDED
+if EMBEDDED:  # no `collectstatic` output is expected there: WhiteNoise need not say so at each start
+    warnings.filterwarnings("ignore", message=r"No directory at: .*staticfiles", category=UserWarning)
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
