@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.csrf import csrf_exempt
 
 from runs.domain.errors import HarborError
 from runs.web.access import web_caller
@@ -44,8 +44,14 @@ def _respond(request: HttpRequest, outcome: Outcome) -> HttpResponse:
 
 
 @never_cache
-@require_GET
+@csrf_exempt  # a GET only (the provider's redirect), whose one-time `state` is its CSRF guard
 def oauth_callback(request: HttpRequest) -> HttpResponse:
+    if request.method not in ("GET", "HEAD"):
+        response = JsonResponse(
+            {"code": "invalid_request", "message": f"{request.method} is not allowed; use GET"}, status=405
+        )
+        response["Allow"] = "GET, HEAD"
+        return response
     try:
         return _respond(request, _handle(request))
     except Exception:  # a bug must still answer with the protocol's shape, never Django's page

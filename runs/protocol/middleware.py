@@ -4,8 +4,9 @@ checks who sent it.
 - `client_address`: the address a request came from, believing `X-Forwarded-For` only as
   far as it was written by proxies we run (HARBOR_TRUSTED_PROXIES), never the client's word.
 - `ProtocolGuardMiddleware` (first in MIDDLEWARE): sets REMOTE_ADDR to that address, and
-  answers /v1/ requests with a foreign Host or an oversized Content-Length with the
-  protocol's JSON error (PROTOCOL §7) instead of an HTML page or a spooled body.
+  answers /v1/ requests with a foreign Host, an oversized Content-Length or a query string
+  past Django's field limit with the protocol's JSON error (PROTOCOL §7) instead of an
+  HTML page, a 500 or a spooled body.
 - `BodyLimit` (ASGI, around Django): Django's ASGI handler reads the whole body into a
   spooled file before any middleware runs; this refuses a /v1/ body on its Content-Length
   without reading it, and stops reading a chunked one as soon as it passes the limit.
@@ -19,7 +20,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.exceptions import DisallowedHost, ImproperlyConfigured
+from django.core.exceptions import DisallowedHost, ImproperlyConfigured, TooManyFieldsSent
 from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
@@ -92,6 +93,11 @@ class ProtocolGuardMiddleware(MiddlewareMixin):
             request.get_host()
         except DisallowedHost:
             return _error(400, "invalid_request", "the Host header names a host this server does not serve")
+        try:
+            request.GET  # parsed here, once: past the field limit it raises wherever it is first read
+        except TooManyFieldsSent:
+            limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+            return _error(400, "invalid_request", f"the query string has more than {limit} parameters")
         length = request.META.get("CONTENT_LENGTH") or ""
         if length:
             if not length.isdigit():

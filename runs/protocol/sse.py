@@ -99,7 +99,7 @@ def _open(meta: dict, query: dict) -> Plan:
     cursor = None
     if raw_cursor:
         if not (raw_cursor.isascii() and raw_cursor.isdigit()) or len(raw_cursor) > 18:
-            raise InvalidRequest("Last-Event-ID must be an event sequence (a non-negative integer)")
+            raise InvalidRequest("Last-Event-ID must be an event sequence (a non-negative integer of up to 18 digits)")
         cursor = int(raw_cursor)
     # Verified just now by caller_from_headers: only its expiry is read here.
     token = bearer_token(meta.get("HTTP_AUTHORIZATION", "")) or ""
@@ -185,7 +185,8 @@ def _error(error: HarborError) -> JsonResponse:
     rendered = harbor_error_response(error)
     response = JsonResponse(rendered.data, status=rendered.status_code)
     for header, value in rendered.headers.items():
-        response[header] = value
+        if header.lower() != "content-type":  # an unrendered Response's is Django's default, text/html
+            response[header] = value
     return response
 
 

@@ -115,6 +115,25 @@ def test_a_foreign_host_header_on_v1_is_a_json_400(api, path):
     _coded(events, 400, "invalid_request")
 
 
+@pytest.mark.parametrize(
+    "path", ["/v1/events", "/v1/tools/oauth/callback", "/v1/openapi.json", "/v1/docs", "/v1/tasks/list"]
+)
+def test_a_query_string_past_djangos_field_limit_is_a_json_400(api, settings, path):
+    query = "&".join(["a=1"] * (settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1))
+    response = api.client.get(f"{path}?{query}", HTTP_AUTHORIZATION=f"Bearer {mint('alice')}")
+    _coded(response, 400, "invalid_request")
+
+
+def test_a_stream_that_cannot_open_answers_with_a_json_content_type(api):
+    _coded(api.client.get("/v1/events"), 401, "identity_required")
+
+
+def test_the_oauth_callback_answers_other_methods_with_json_not_a_csrf_page(people):
+    response = Client(enforce_csrf_checks=True).post("/v1/tools/oauth/callback?state=a&code=b")
+    _coded(response, 405, "invalid_request")
+    assert response["Allow"] == "GET, HEAD"
+
+
 def test_a_foreign_host_header_elsewhere_keeps_djangos_page(people):
     response = Client().get("/login/", HTTP_HOST="evil.example")
     assert response.status_code == 400 and not response["Content-Type"].startswith("application/json")
