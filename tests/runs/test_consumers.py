@@ -257,6 +257,12 @@ def switched_session_cookie(username: str, tenant: str) -> tuple[bytes, bytes]:
     return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
 
 
+@pytest.mark.parametrize("after", ["-1", "1" * 19, "9" * 400])
+async def test_a_cursor_no_sequence_can_reach_is_refused_before_any_read(people_tx, after):
+    communicator, connected, code = await connect(f"/ws/events/?after={after}", user="ada")
+    assert not connected and code == 4400
+
+
 async def test_the_socket_speaks_for_the_tenant_chosen_in_the_pages(people_tx):
     cookie = await switched_session_cookie("olivia", "globex")
     communicator = WebsocketCommunicator(application, "/ws/events/", headers=[HOST, ORIGIN, cookie])
