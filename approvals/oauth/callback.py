@@ -11,6 +11,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
 from runs.domain.errors import HarborError
+from runs.protocol.errors import method_not_allowed
 from runs.web.access import web_caller
 
 from . import client
@@ -47,11 +48,7 @@ def _respond(request: HttpRequest, outcome: Outcome) -> HttpResponse:
 @csrf_exempt  # a GET only (the provider's redirect), whose one-time `state` is its CSRF guard
 def oauth_callback(request: HttpRequest) -> HttpResponse:
     if request.method not in ("GET", "HEAD"):
-        response = JsonResponse(
-            {"code": "invalid_request", "message": f"{request.method} is not allowed; use GET"}, status=405
-        )
-        response["Allow"] = "GET, HEAD"
-        return response
+        return method_not_allowed(request.method, allow="GET, HEAD")
     try:
         return _respond(request, _handle(request))
     except Exception:  # a bug must still answer with the protocol's shape, never Django's page

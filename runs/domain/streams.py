@@ -38,6 +38,7 @@ log = logging.getLogger("harbor.streams")
 
 BATCH = 200
 MAX_TYPES = 50
+CURSOR_DIGITS = 18  # a stream's cursor (Last-Event-ID, ?after=): a sequence fits a bigint
 
 
 def event_types(value: str) -> frozenset[str] | None:

@@ -4,7 +4,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
@@ -25,6 +25,13 @@ def error_response(code: str, message: str, status: int | None = None, headers: 
     # break the JSON rendering of the error itself.
     message = message.encode("utf-8", "replace").decode("utf-8")
     return Response({"code": code, "message": message}, status=status or HTTP_STATUS.get(code, 500), headers=headers)
+
+
+def method_not_allowed(method: str | None, allow: str = "GET") -> JsonResponse:
+    """PROTOCOL §7's answer to a wrong method, for the /v1/ views that are not DRF's."""
+    response = JsonResponse({"code": "invalid_request", "message": f"{method} is not allowed; use GET"}, status=405)
+    response["Allow"] = allow
+    return response
 
 
 def harbor_error_response(error: HarborError) -> Response:

@@ -37,6 +37,7 @@ from runs.domain.errors import AuthRejected, HarborError, IdentityScopeRequired,
 from runs.domain.event_types import Envelope
 from runs.domain.streams import (
     BATCH,
+    CURSOR_DIGITS,
     Tail,
     event_types,
     listening_on,
@@ -48,7 +49,7 @@ from runs.domain.streams import (
 from runs.identity.callers import Caller, caller_resolve
 from runs.identity.visibility import Viewer, viewer_of
 from runs.protocol.auth import bearer_token, caller_from_headers
-from runs.protocol.errors import harbor_error_response
+from runs.protocol.errors import harbor_error_response, method_not_allowed
 
 T = TypeVar("T")
 log = logging.getLogger("harbor.sse")
@@ -98,8 +99,10 @@ def _open(meta: dict, query: dict) -> Plan:
     raw_cursor = (meta.get("HTTP_LAST_EVENT_ID") or "").strip()
     cursor = None
     if raw_cursor:
-        if not (raw_cursor.isascii() and raw_cursor.isdigit()) or len(raw_cursor) > 18:
-            raise InvalidRequest("Last-Event-ID must be an event sequence (a non-negative integer of up to 18 digits)")
+        if not (raw_cursor.isascii() and raw_cursor.isdigit()) or len(raw_cursor) > CURSOR_DIGITS:
+            raise InvalidRequest(
+                f"Last-Event-ID must be an event sequence (a non-negative integer of up to {CURSOR_DIGITS} digits)"
+            )
         cursor = int(raw_cursor)
     # Verified just now by caller_from_headers: only its expiry is read here.
     token = bearer_token(meta.get("HTTP_AUTHORIZATION", "")) or ""
@@ -249,11 +252,7 @@ async def _frames(plan: Plan, tail: Tail, cursor: int) -> AsyncGenerator[str, No
 @csrf_exempt
 async def events_stream(request: HttpRequest) -> HttpResponseBase:
     if request.method != "GET":
-        response = JsonResponse(
-            {"code": "invalid_request", "message": f"{request.method} is not allowed; use GET"}, status=405
-        )
-        response["Allow"] = "GET"
-        return response
+        return method_not_allowed(request.method)
     try:
         plan = await open_plan(dict(request.META), dict(request.GET.items()))
     except HarborError as error:

@@ -55,7 +55,6 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 CLOSE_INVALID = 4400
-MAX_CURSOR = 10**18  # `?after=`: a sequence fits a bigint (as Last-Event-ID: up to 18 digits)
 
 SETTLE_SECONDS = 0.2
 # The scope key under which harbor_site.asgi hands a socket the server's own `send`: frames go
@@ -370,7 +369,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_INVALID)
             return
         if (run_id is not None and not (0 < len(run_id) <= 26 and run_id.isalnum())) or (
-            after is not None and not 0 <= after < MAX_CURSOR
+            after is not None and not 0 <= after < 10**streams.CURSOR_DIGITS
         ):
             await self.close(code=CLOSE_INVALID)
             return
