@@ -298,6 +298,9 @@ HARBOR_SSE_KEEPALIVE_SECONDS = float(os.environ.get("HARBOR_SSE_KEEPALIVE_SECOND
 # A quiet websocket re-reads the log (and re-checks the membership) this often; while the
 # channel layer fails, every live stream polls the log at the shorter interval.
 HARBOR_WS_RECHECK_SECONDS = float(os.environ.get("HARBOR_WS_RECHECK_SECONDS", "10"))
+# Websockets one person may hold open on one server process (a page needs one); past it a
+# socket is closed with 4429 and its page retries later.
+HARBOR_WS_MAX_PER_USER = int(os.environ.get("HARBOR_WS_MAX_PER_USER", "50"))
 HARBOR_STREAM_POLL_SECONDS = float(os.environ.get("HARBOR_STREAM_POLL_SECONDS", "1"))
 
 # --- Abuse limits (runs.protocol.middleware, runs.protocol) ------------------------------------------------

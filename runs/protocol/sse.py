@@ -266,7 +266,10 @@ async def events_stream(request: HttpRequest) -> HttpResponseBase:
     # Join the tenant group (the run's stream is a filter over it) before taking the cursor,
     # so nothing committed in between is missed.
     await tail.join(events.tenant_group(plan.tenant_id), events.user_group(plan.caller.user.pk))
-    cursor = plan.cursor if plan.cursor is not None else await read_head(plan.tenant_id)
+    head = await read_head(plan.tenant_id)
+    # A Last-Event-ID past the head (from a log reset since, or made up) would hear nothing
+    # until the log grew past it: the stream starts at the head instead.
+    cursor = head if plan.cursor is None else min(plan.cursor, head)
     stream = StreamingHttpResponse(_frames(plan, tail, cursor), content_type="text/event-stream")
     stream["Cache-Control"] = "no-cache"
     stream["X-Accel-Buffering"] = "no"  # a buffering proxy would hold frames back

@@ -7,9 +7,10 @@ first replays the durable log after that cursor, so a page that reconnects misse
 Groups are named from server-side ids only; the client's query string picks a run, which
 is permission-checked before its group is joined. A group message is only a nudge: the
 socket reads what it sends from the durable log after its cursor (`streams.read_after`),
-re-checking every few seconds, and at once on a membership change, that the person may still
-see it, so a push never leaks across tenants or past a revoked membership, and a dropped
-nudge costs nothing but a delay.
+re-checking every few seconds that the person may still see it (and at once on a membership
+change; on the embedded default's in-memory layer, only one made in the server's process),
+so a push never leaks across tenants or past a revoked membership, and a dropped nudge
+costs nothing but a delay.
 Pushes reach a socket from its process's Hub (runs.domain.streams) by a direct call, with no
 per-socket channel, queue or thread hop; what does read the database (the re-check and the
 log after a gap) is batched across the process's sockets, one thread hop per batch.
@@ -22,7 +23,7 @@ import logging
 import random
 import time
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import import_module
@@ -33,10 +34,11 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
-from django.contrib.auth import SESSION_KEY
+from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.models import User
 from django.contrib.sessions.backends.base import SessionBase
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 from runs.domain import events, selectors, streams
 from runs.domain.errors import InvalidRequest
@@ -55,6 +57,7 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 CLOSE_INVALID = 4400
+CLOSE_TOO_MANY = 4429  # the person holds HARBOR_WS_MAX_PER_USER sockets here already: the page retries later
 
 SETTLE_SECONDS = 0.2
 # The scope key under which harbor_site.asgi hands a socket the server's own `send`: frames go
@@ -65,6 +68,12 @@ SERVER_SEND = "harbor.server_send"
 # before it reads the rest itself (bounded: a push may have been lost among them).
 BEHIND_PATIENCE_SECONDS = 5.0
 RECHECK_SLOT_SECONDS = 1.0
+
+
+# Sockets each person holds open on this process (its one event loop: no lock). A socket far
+# behind reads the log on the database thread every socket's connect also waits for, so the
+# sockets one person may open are bounded: one person cannot hold up everyone's.
+_open_by_user: Counter[int] = Counter()
 
 
 def _caller_for(user_id: int, tenant_id: int, session: str) -> Caller | None:
@@ -112,11 +121,16 @@ class Read:
 ReadResult = tuple[int | None, list[Envelope], int, Viewer | None, int]
 
 
-def _signed_in_users(session_keys: set[str]) -> dict[str, str | None]:
-    """The user each login session signs in (SESSION_KEY), or None once logged out or expired."""
+# What a login session signs in: the user id and the password-derived hash it was signed in
+# with (Django's HASH_SESSION_KEY), or None once logged out or expired.
+SignedIn = tuple[str, str] | None
+
+
+def _signed_in_users(session_keys: set[str]) -> dict[str, SignedIn]:
+    """What each login session signs in (SESSION_KEY and its session auth hash)."""
     engine = import_module(settings.SESSION_ENGINE)
     if engine is not sessions:  # another engine: one load per session
-        return {key: engine.SessionStore(key).load().get(SESSION_KEY) for key in session_keys}
+        return {key: _signed_in(engine.SessionStore(key).load()) for key in session_keys}
     by_stored = {sessions.stored_key(key): key for key in session_keys}
     rows = (
         sessions.SessionStore.get_model_class()
@@ -129,10 +143,29 @@ def _signed_in_users(session_keys: set[str]) -> dict[str, str | None]:
 
 
 @functools.lru_cache(maxsize=10_000)
-def _user_signed_in(session_data: str) -> str | None:
+def _user_signed_in(session_data: str) -> SignedIn:
     """What a stored session's data signs in, decoded once per distinct data (it is signed: the
     same data always decodes the same): thousands of sockets re-check every few seconds."""
-    return sessions.SessionStore().decode(session_data).get(SESSION_KEY)
+    return _signed_in(sessions.SessionStore().decode(session_data))
+
+
+def _signed_in(data: dict[str, Any]) -> SignedIn:
+    user_id = data.get(SESSION_KEY)
+    return None if user_id is None else (str(user_id), str(data.get(HASH_SESSION_KEY) or ""))
+
+
+def _still_signed_in(signed: SignedIn, user: User) -> bool:
+    """Whether the session still signs this user in, as django.contrib.auth.get_user decides
+    for a page: the same user, and the hash of the password it was signed in with (a
+    password change ends every other session; SECRET_KEY_FALLBACKS still verify)."""
+    if signed is None or signed[0] != str(user.pk) or not signed[1]:
+        return False
+    if constant_time_compare(signed[1], user.get_session_auth_hash()):
+        return True
+    return any(
+        constant_time_compare(signed[1], user._get_session_auth_hash(secret=secret))  # type: ignore[attr-defined]  # as get_user
+        for secret in settings.SECRET_KEY_FALLBACKS
+    )
 
 
 def _read_many(reads: list[Read]) -> list[ReadResult]:
@@ -154,7 +187,7 @@ def _read_many(reads: list[Read]) -> list[ReadResult]:
         or read.tenant_id not in heads
         or (read.log and head_of(read) - read.cursor > streams.BATCH)
     ]
-    signed, callers = _recheck(checked)
+    signed_here, callers = _recheck(checked)
     closed = set(checked) - set(callers)  # may no longer listen
     viewers = {read: read.viewer for read in reads if read.viewer is not None}
     viewers.update(zip(callers, viewers_of(list(callers.values())), strict=True))
@@ -163,7 +196,7 @@ def _read_many(reads: list[Read]) -> list[ReadResult]:
     results: list[ReadResult] = []
     for read in reads:
         if read in closed:
-            close = CLOSE_UNAUTHENTICATED if signed[read.session_key] != str(read.user_id) else CLOSE_FORBIDDEN
+            close = CLOSE_FORBIDDEN if read.session_key in signed_here else CLOSE_UNAUTHENTICATED
             results.append((close, [], read.cursor, None, 0))
         else:
             envelopes, cursor = logs.get(read, ([], read.cursor))
@@ -171,11 +204,11 @@ def _read_many(reads: list[Read]) -> list[ReadResult]:
     return results
 
 
-def _recheck(reads: list[Read]) -> tuple[dict[str, str | None], dict[Read, Caller]]:
-    """Whom each login session signs in, and a Caller for each read whose person may
-    still listen (signed in, an active member of the tenant)."""
+def _recheck(reads: list[Read]) -> tuple[set[str], dict[Read, Caller]]:
+    """The login sessions that still sign their person in, and a Caller for each read whose
+    person may still listen (signed in, an active member of the tenant)."""
     if not reads:
-        return {}, {}
+        return set(), {}
     signed = _signed_in_users({read.session_key for read in reads})
     memberships = {
         (m.user_id, m.tenant_id): m
@@ -183,16 +216,24 @@ def _recheck(reads: list[Read]) -> tuple[dict[str, str | None], dict[Read, Calle
             user_id__in={read.user_id for read in reads}, tenant_id__in={read.tenant_id for read in reads}
         )
     }
+    users = {m.user_id: m.user for m in memberships.values()}
+    missing = {read.user_id for read in reads} - set(users)
+    if missing:  # no membership left: the user is still needed to tell 4401 from 4403
+        users.update((user.pk, user) for user in User.objects.filter(pk__in=missing))
+    sessions_of = {(read.session_key, read.user_id) for read in reads}  # a hash per session, not per socket
+    signed_here = {
+        key for key, user_id in sessions_of if user_id in users and _still_signed_in(signed[key], users[user_id])
+    }
     callers: dict[Read, Caller] = {}
     for read in reads:
         membership = memberships.get((read.user_id, read.tenant_id))
-        if signed[read.session_key] == str(read.user_id) and membership is not None and membership.user.is_active:
+        if read.session_key in signed_here and membership is not None and membership.user.is_active:
             caller = Caller(
                 tenant=membership.tenant, user=membership.user, session=web_session_for_key(read.session_key)
             )
             caller.__dict__["role"] = membership.role  # Caller.role, as it would read it
             callers[read] = caller
-    return signed, callers
+    return signed_here, callers
 
 
 def _logs_after(
@@ -307,6 +348,7 @@ def rendered(
 class EventsConsumer(AsyncJsonWebsocketConsumer):
     tail: Tail | None = None
     pump: asyncio.Task | None = None
+    holder: int | None = None  # the user whose count of open sockets this one is in
 
     @property
     def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
@@ -354,31 +396,34 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self._refuse(CLOSE_UNAUTHENTICATED)
             return
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         run_id = (query.get("run") or [None])[0]
-        after_raw = (query.get("after") or [None])[0]
-        try:
-            after = int(after_raw) if after_raw not in (None, "") else None
-        except ValueError:
-            after = None
+        after_raw = (query.get("after") or [""])[0]
         try:
             self.types = streams.event_types((query.get("types") or [""])[0])
         except InvalidRequest:
-            await self.close(code=CLOSE_INVALID)
+            await self._refuse(CLOSE_INVALID)
             return
-        if (run_id is not None and not (0 < len(run_id) <= 26 and run_id.isalnum())) or (
-            after is not None and not 0 <= after < 10**streams.CURSOR_DIGITS
+        # A cursor is a sequence, as Last-Event-ID: ASCII digits, at most CURSOR_DIGITS of them.
+        if (run_id is not None and not (0 < len(run_id) <= 26 and run_id.isascii() and run_id.isalnum())) or (
+            after_raw and not (after_raw.isascii() and after_raw.isdigit() and len(after_raw) <= streams.CURSOR_DIGITS)
         ):
-            await self.close(code=CLOSE_INVALID)
+            await self._refuse(CLOSE_INVALID)
             return
+        after = int(after_raw) if after_raw else None
+        if _open_by_user[user.pk] >= settings.HARBOR_WS_MAX_PER_USER:
+            await self._refuse(CLOSE_TOO_MANY)
+            return
+        _open_by_user[user.pk] += 1  # before any wait: connects at the same moment count too
+        self.holder = user.pk
         # The page's identity triple: the same session id the page's forms act with.
         self.session_key = getattr(self.scope.get("session"), "session_key", None) or ""
         self.session = web_session_for_key(self.session_key)
         plan = await database_sync_to_async(_connect_plan)(user, self.session, self.scope.get("session"), run_id)
         if "close" in plan:
-            await self.close(code=plan["close"])
+            await self._refuse(plan["close"])
             return
         self.user_id, self.tenant_id, self.run_id = user.pk, plan["tenant"], run_id
         self.server_send = self.scope.get(SERVER_SEND, self.base_send)
@@ -394,11 +439,10 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         # A run page listens to its tenant too and keeps only its run's events.
         await self.tail.join(events.tenant_group(self.tenant_id), events.user_group(user.pk))
         await self.accept()
-        self.cursor = (
-            after
-            if after is not None
-            else await database_sync_to_async(selectors.events_head)(tenant_id=self.tenant_id)
-        )
+        head = await database_sync_to_async(selectors.events_head)(tenant_id=self.tenant_id)
+        # A cursor past the head (from a log reset since, or made up) would hear nothing until
+        # the log grew past it: the socket starts at the head instead.
+        self.cursor = head if after is None else min(after, head)
         self.vouched = self.cursor  # the last sequence a push announced
         self.wake = asyncio.Event()
         self.catch_up = True  # the next read reads the log (else it only re-checks the person)
@@ -406,7 +450,19 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         self.wake.set()
         self.pump = asyncio.create_task(self._pump())
 
+    async def _refuse(self, code: int) -> None:
+        """Accept, then close with the reason: a handshake refused before its accept reaches a
+        browser as a bare 1006 (Daphne answers it with HTTP 403), which a page cannot tell
+        from a network drop, so it would reconnect forever."""
+        await self.accept()
+        await self.close(code=code)
+
     async def disconnect(self, code: int) -> None:
+        if self.holder is not None:
+            _open_by_user[self.holder] -= 1
+            if not _open_by_user[self.holder]:
+                del _open_by_user[self.holder]
+            self.holder = None
         if self.pump is not None:
             self.pump.cancel()
         settle = getattr(self, "settle", None)

@@ -87,9 +87,9 @@
       };
       socket.onclose = (event) => {
         setLive(false);
-        if (event.code === 4401 || event.code === 4403 || event.code === 4404) {
+        if (event.code === 4400 || event.code === 4401 || event.code === 4403 || event.code === 4404) {
           if (indicator) indicator.textContent = "offline";
-          return; // signed out, revoked or gone: reconnecting would not help
+          return; // refused, signed out, revoked or gone: reconnecting would not help
         }
         timer = setTimeout(connect, delay * (0.75 + Math.random() / 2)); // jitter: not all at once after a restart
         delay = Math.min(delay * 2, 10000);

@@ -189,14 +189,14 @@ def test_inbox_and_console_live(browser, live_harbor, screenshots):
         setTimeout(() => { ws.close(); resolve(got); }, 1500);
     })""")
     assert seen == []
-    # Asking for an acme run by id: the handshake is refused, nothing is sent.
+    # Asking for an acme run by id: refused with "not found", which reaches the page (a
+    # handshake refused before its accept would reach it as a bare 1006), nothing is sent.
     refused = gina.evaluate(f"""() => new Promise((resolve) => {{
-        let opened = false, got = 0;
+        let got = 0;
         const ws = new WebSocket(`ws://${{location.host}}/ws/events/?run={count}&after=0`);
-        ws.onopen = () => {{ opened = true; }};
         ws.onmessage = () => {{ got += 1; }};
-        ws.onclose = () => resolve({{opened, got}});
+        ws.onclose = (event) => resolve({{code: event.code, got}});
     }})""")
-    assert refused == {"opened": False, "got": 0}
+    assert refused == {"code": 4404, "got": 0}
 
     print(f"browser scenario took {time.monotonic() - started:.1f}s")

@@ -46,9 +46,18 @@ async def connect(path: str = "/ws/events/", user: str | None = None, origin=ORI
     return communicator, connected, code
 
 
+async def closed_with(communicator: WebsocketCommunicator, connected: bool) -> int:
+    """The code a refused socket is closed with: accepted first, so that a page learns why
+    (a handshake refused before its accept reaches a browser as a bare 1006)."""
+    assert connected
+    output = await communicator.receive_output(timeout=5)
+    assert output["type"] == "websocket.close"
+    return output["code"]
+
+
 async def test_anonymous_is_refused(people_tx):
-    communicator, connected, code = await connect()
-    assert not connected and code == 4401
+    communicator, connected, _ = await connect()
+    assert await closed_with(communicator, connected) == 4401
 
 
 async def test_a_foreign_origin_is_refused_even_with_a_valid_session(people_tx):
@@ -115,8 +124,8 @@ async def test_a_member_receives_nothing_of_anothers_run(people_tx):
 async def test_a_run_stream_refuses_a_run_the_user_may_not_see(people_tx):
     run = await start(people_tx, "alice")
     for user in ("gina", "mallory"):
-        communicator, connected, code = await connect(f"/ws/events/?run={run.pk}", user=user)
-        assert not connected and code == 4404
+        communicator, connected, _ = await connect(f"/ws/events/?run={run.pk}", user=user)
+        assert await closed_with(communicator, connected) == 4404
     communicator, connected, _ = await connect(f"/ws/events/?run={run.pk}", user="olivia")
     assert connected
     await communicator.disconnect()
@@ -168,8 +177,8 @@ async def test_a_socket_narrowed_to_event_types_receives_only_those_live_and_in_
     assert await replay.receive_nothing(timeout=0.3)
     too_many = ",".join(f"type.{n}" for n in range(51))
     for query in (f"types={too_many}", f"types={'x' * 65}"):
-        refused, connected, code = await connect(f"/ws/events/?{query}", user="bob")
-        assert not connected and code == 4400
+        refused, connected, _ = await connect(f"/ws/events/?{query}", user="bob")
+        assert await closed_with(refused, connected) == 4400
     for communicator in (bob, replay):
         await communicator.disconnect()
 
@@ -204,6 +213,36 @@ async def test_a_quiet_socket_closes_when_its_membership_goes(people_tx, setting
     assert output == {"type": "websocket.close", "code": 4403}
 
 
+@database_sync_to_async
+def change_password(username: str) -> None:
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.get(username=username)
+    user.set_password(f"{username}-new-password")
+    user.save()
+
+
+async def test_a_password_change_closes_an_open_socket(people_tx, settings):
+    """A login session keeps the hash of the password it signed in with, so a password change
+    ends the person's other sessions (django.contrib.auth.get_user): their open sockets go
+    with them at the next re-check, as their pages would."""
+    settings.HARBOR_WS_RECHECK_SECONDS = 0.1
+    bob, connected, _ = await connect(user="bob")
+    assert connected
+    await change_password("bob")
+    assert await bob.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
+
+
+async def test_a_cursor_past_the_head_starts_at_the_head(people_tx):
+    """A page that saw a longer log (reset since) hears what comes next, rather than nothing
+    until the log grows past its cursor."""
+    bob, connected, _ = await connect(f"/ws/events/?after={10**17}", user="bob")
+    assert connected
+    run = await start(people_tx, "alice")
+    assert (await bob.receive_json_from(timeout=5))["run"] == run.pk
+    await bob.disconnect()
+
+
 async def test_tokens_go_only_where_the_decision_rule_would_accept_them(people_tx):
     """bob may decide the gate: he is sent its token. olivia may see the run but not
     decide a gate, and alice's page is another session than the run's: neither is."""
@@ -231,8 +270,8 @@ async def test_tokens_go_only_where_the_decision_rule_would_accept_them(people_t
 async def test_clients_cannot_write_or_pick_groups(people_tx):
     """Anything a client sends is ignored, and a malformed run id is refused before any
     group is joined."""
-    communicator, connected, code = await connect("/ws/events/?run=../tenant.1", user="ada")
-    assert not connected and code == 4400
+    communicator, connected, _ = await connect("/ws/events/?run=../tenant.1", user="ada")
+    assert await closed_with(communicator, connected) == 4400
     communicator, connected, _ = await connect(user="ada")
     await communicator.send_json_to({"type": "harbor.event", "event": 1})
     await communicator.send_to(text_data="{not json")  # not even decoded: nothing to parse
@@ -257,10 +296,12 @@ def switched_session_cookie(username: str, tenant: str) -> tuple[bytes, bytes]:
     return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
 
 
-@pytest.mark.parametrize("after", ["-1", "1" * 19, "9" * 400])
+# Last-Event-ID's rule: ASCII digits, at most 18. int() alone took signs, spaces, underscores
+# and other scripts' digits, and anything else silently meant "no cursor" (no replay).
+@pytest.mark.parametrize("after", ["-1", "1" * 19, "9" * 400, "abc", "1e5", "%2B3", "%203", "3_0", "%EF%BC%91", "%00"])
 async def test_a_cursor_no_sequence_can_reach_is_refused_before_any_read(people_tx, after):
-    communicator, connected, code = await connect(f"/ws/events/?after={after}", user="ada")
-    assert not connected and code == 4400
+    communicator, connected, _ = await connect(f"/ws/events/?after={after}", user="ada")
+    assert await closed_with(communicator, connected) == 4400
 
 
 async def test_the_socket_speaks_for_the_tenant_chosen_in_the_pages(people_tx):
@@ -273,3 +314,20 @@ async def test_the_socket_speaks_for_the_tenant_chosen_in_the_pages(people_tx):
     envelope = await communicator.receive_json_from(timeout=5)
     assert (envelope["tenant"], envelope["run"]) == ("globex", globex.pk)
     await communicator.disconnect()
+
+
+async def test_one_person_holds_a_bounded_number_of_sockets(people_tx, settings):
+    """Each socket far behind reads the log on the thread every connect waits for: the
+    sockets one person may hold are bounded, and a closed one frees its place."""
+    settings.HARBOR_WS_MAX_PER_USER = 2
+    held = [await connect(user="bob") for _ in range(2)]
+    assert all(connected for _, connected, _ in held)
+    third, connected, _ = await connect(user="bob")
+    assert await closed_with(third, connected) == 4429
+    alice, connected, _ = await connect(user="alice")  # another person: their own share
+    assert connected
+    await held[0][0].disconnect()
+    again, connected, _ = await connect(user="bob")
+    assert connected
+    for communicator in (held[1][0], alice, again):
+        await communicator.disconnect()

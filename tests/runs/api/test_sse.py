@@ -115,6 +115,23 @@ def test_the_live_tail_delivers_new_events_and_filters_by_type(live_harbor):
     assert {e["event"] for e in results["events"]} == {"task.started", "task.completed"}
 
 
+def test_a_cursor_past_the_head_starts_at_the_head(live_harbor):
+    """A client that saw a longer log (reset since) hears what comes next, rather than
+    nothing until the log grows past its Last-Event-ID."""
+    import threading
+
+    results: dict[str, Any] = {}
+    headers = _headers(**{"Last-Event-ID": str(10**17), "X-Harbor-Event-Type": "task.completed"})
+    listener = threading.Thread(
+        target=lambda: results.update(events=read_events(live_harbor, headers, idle=10, until=lambda e: True)[1])
+    )
+    listener.start()
+    time.sleep(1.0)  # the stream is open and tailing
+    run = _post(live_harbor, "/v1/control/start", {"query": "count to 1", "agent_id": "countdown"})["task_id"]
+    listener.join(60)
+    assert [(e["event"], e["data"]["run"]) for e in results["events"]] == [("task.completed", run)]
+
+
 def test_the_stream_is_filtered_to_what_the_caller_may_see(live_harbor):
     run = _post(live_harbor, "/v1/control/start", {"query": "count to 1", "agent_id": "countdown"})["task_id"]
     _wait_status(live_harbor, run, {"complete"})
