@@ -25,6 +25,7 @@ import time
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
@@ -296,7 +297,9 @@ class _Reads:
                 if not batch:
                     continue
                 try:
-                    results = await database_sync_to_async(_read_many)([read for read, _ in batch])
+                    results = await database_sync_to_async(_read_many, thread_sensitive=False, executor=_READER)(
+                        [read for read, _ in batch]
+                    )
                 except Exception as error:
                     for _, future in batch:
                         if not future.done():
@@ -309,6 +312,10 @@ class _Reads:
             self.running = False
 
 
+# The sockets' reads (re-checks, replays, catch-ups) run on a thread of their own, not the one
+# every connect's sign-in and permission check waits for: a crowd of sockets replaying a long
+# log would otherwise hold up every other person's handshake past Daphne's timeout.
+_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harbor-ws-reader")
 _reads: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Reads]" = weakref.WeakKeyDictionary()
 
 
