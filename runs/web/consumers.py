@@ -71,9 +71,9 @@ BEHIND_PATIENCE_SECONDS = 5.0
 RECHECK_SLOT_SECONDS = 1.0
 
 
-# Sockets each person holds open on this process (its one event loop: no lock). A socket far
-# behind reads the log on the database thread every socket's connect also waits for, so the
-# sockets one person may open are bounded: one person cannot hold up everyone's.
+# Sockets each person holds open on this process (its one event loop: no lock). Each socket
+# costs re-checks and log reads on the process's one reader thread, which every socket's
+# delivery shares: the sockets one person may open are bounded.
 _open_by_user: Counter[int] = Counter()
 
 
