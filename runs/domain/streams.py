@@ -41,6 +41,20 @@ MAX_TYPES = 50
 CURSOR_DIGITS = 18  # a stream's cursor (Last-Event-ID, ?after=): a sequence fits a bigint
 
 
+def is_cursor(raw: str) -> bool:
+    """A stream's cursor as a client writes it (Last-Event-ID, ?after=): ASCII digits, at
+    most CURSOR_DIGITS of them (int() alone takes signs, spaces, underscores and other
+    scripts' digits)."""
+    return raw.isascii() and raw.isdigit() and len(raw) <= CURSOR_DIGITS
+
+
+def starting_cursor(cursor: int | None, head: int) -> int:
+    """Where a stream starts: after the client's cursor, or at the tenant's head without one.
+    A cursor past the head (from a log reset since, or made up) starts at the head too: it
+    would hear nothing until the log grew past it."""
+    return head if cursor is None else min(cursor, head)
+
+
 def event_types(value: str) -> frozenset[str] | None:
     """A stream's narrowing to named event types ("a,b"; SSE's X-Harbor-Event-Type, a
     websocket's ?types=), None for every type."""

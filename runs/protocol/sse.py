@@ -40,11 +40,13 @@ from runs.domain.streams import (
     CURSOR_DIGITS,
     Tail,
     event_types,
+    is_cursor,
     listening_on,
     poll_seconds,
     push_shown,
     pushed_envelope,
     read_after,
+    starting_cursor,
 )
 from runs.identity.callers import Caller, caller_resolve
 from runs.identity.visibility import Viewer, viewer_of
@@ -99,7 +101,7 @@ def _open(meta: dict, query: dict) -> Plan:
     raw_cursor = (meta.get("HTTP_LAST_EVENT_ID") or "").strip()
     cursor = None
     if raw_cursor:
-        if not (raw_cursor.isascii() and raw_cursor.isdigit()) or len(raw_cursor) > CURSOR_DIGITS:
+        if not is_cursor(raw_cursor):
             raise InvalidRequest(
                 f"Last-Event-ID must be an event sequence (a non-negative integer of up to {CURSOR_DIGITS} digits)"
             )
@@ -266,10 +268,7 @@ async def events_stream(request: HttpRequest) -> HttpResponseBase:
     # Join the tenant group (the run's stream is a filter over it) before taking the cursor,
     # so nothing committed in between is missed.
     await tail.join(events.tenant_group(plan.tenant_id), events.user_group(plan.caller.user.pk))
-    head = await read_head(plan.tenant_id)
-    # A Last-Event-ID past the head (from a log reset since, or made up) would hear nothing
-    # until the log grew past it: the stream starts at the head instead.
-    cursor = head if plan.cursor is None else min(plan.cursor, head)
+    cursor = starting_cursor(plan.cursor, await read_head(plan.tenant_id))
     stream = StreamingHttpResponse(_frames(plan, tail, cursor), content_type="text/event-stream")
     stream["Cache-Control"] = "no-cache"
     stream["X-Accel-Buffering"] = "no"  # a buffering proxy would hold frames back

@@ -413,9 +413,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         except InvalidRequest:
             await self._refuse(CLOSE_INVALID)
             return
-        # A cursor is a sequence, as Last-Event-ID: ASCII digits, at most CURSOR_DIGITS of them.
         if (run_id is not None and not (0 < len(run_id) <= 26 and run_id.isascii() and run_id.isalnum())) or (
-            after_raw and not (after_raw.isascii() and after_raw.isdigit() and len(after_raw) <= streams.CURSOR_DIGITS)
+            after_raw and not streams.is_cursor(after_raw)
         ):
             await self._refuse(CLOSE_INVALID)
             return
@@ -447,9 +446,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         await self.tail.join(events.tenant_group(self.tenant_id), events.user_group(user.pk))
         await self.accept()
         head = await database_sync_to_async(selectors.events_head)(tenant_id=self.tenant_id)
-        # A cursor past the head (from a log reset since, or made up) would hear nothing until
-        # the log grew past it: the socket starts at the head instead.
-        self.cursor = head if after is None else min(after, head)
+        self.cursor = streams.starting_cursor(after, head)
         self.vouched = self.cursor  # the last sequence a push announced
         self.wake = asyncio.Event()
         self.catch_up = True  # the next read reads the log (else it only re-checks the person)

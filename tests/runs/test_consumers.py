@@ -317,8 +317,8 @@ async def test_the_socket_speaks_for_the_tenant_chosen_in_the_pages(people_tx):
 
 
 async def test_one_person_holds_a_bounded_number_of_sockets(people_tx, settings):
-    """Each socket far behind reads the log on the thread every connect waits for: the
-    sockets one person may hold are bounded, and a closed one frees its place."""
+    """Each socket costs reads on the process's one reader thread: the sockets one person
+    may hold are bounded, and a closed one frees its place."""
     settings.HARBOR_WS_MAX_PER_USER = 2
     held = [await connect(user="bob") for _ in range(2)]
     assert all(connected for _, connected, _ in held)
