@@ -71,11 +71,19 @@ class Rows(Generic[M]):
     def lock(self, order: str = "", **where: object) -> M | None:
         """The first matching row under a row lock (PostgreSQL: FOR NO KEY UPDATE; SQLite's
         immediate transaction already holds the database), or None."""
-        return self._select(where, order)
+        found = self._select(where, order)
+        return None if found is None else found[0]
+
+    def lock_reading(self, expression: str, params: list[object], **where: object) -> tuple[M, Any] | None:
+        """`lock`, and the value of an SQL expression (over this table's row, `params` for
+        its `%s`) read in the same statement: what the caller would otherwise ask in a
+        statement of its own."""
+        return self._select(where, "", reading=(expression, params))
 
     def get(self, **where: object) -> M | None:
         """The first matching row, read without a lock (a lone read writes nothing), or None."""
-        return self._select(where, "", lock=False)
+        found = self._select(where, "", lock=False)
+        return None if found is None else found[0]
 
     def insert(self, row: M, *, numbered: tuple[str, tuple[str, ...]] | None = None) -> M:
         """INSERT the row; a key the database makes (an autoincrement) comes back with it.
@@ -214,14 +222,22 @@ class Rows(Generic[M]):
 
     # statements
 
-    def _select(self, where: dict[str, object], order: str, lock: bool = True) -> M | None:
+    def _select(
+        self, where: dict[str, object], order: str, lock: bool = True, reading: tuple[str, list[object]] = ("", [])
+    ) -> tuple[M, Any] | None:
+        """The row, and the value of `reading`'s expression (None without one)."""
         conn = transaction.get_connection()
-        key = ("select", conn.vendor, tuple(where), order, lock)
-        sql = self._cached(key, lambda: self._select_sql(conn, list(where), order, lock))
+        expression, params = reading
+        key = ("select", conn.vendor, tuple(where), order, lock, expression)
+        sql = self._cached(key, lambda: self._select_sql(conn, list(where), order, lock, expression))
         with prepared_cursor(conn) as cursor:
-            cursor.execute(sql, self._where_params(conn, where))
+            cursor.execute(sql, [*params, *self._where_params(conn, where)])
             found = cursor.fetchone()
-        return None if found is None else self._row(conn, found)
+        if found is None:
+            return None
+        if expression:
+            return self._row(conn, found[:-1]), found[-1]
+        return self._row(conn, found), None
 
     def columns(self, conn: BaseDatabaseWrapper, alias: str) -> list[str]:
         """This model's columns as `built` takes them, under `alias`, for a statement that
@@ -258,7 +274,7 @@ class Rows(Generic[M]):
         assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
         return f"UPDATE {quote(table)} SET {assignments} WHERE {condition} RETURNING {', '.join(columns)}"
 
-    def _select_sql(self, conn: BaseDatabaseWrapper, where: list[str], order: str, lock: bool) -> str:
+    def _select_sql(self, conn: BaseDatabaseWrapper, where: list[str], order: str, lock: bool, reading: str) -> str:
         quote, table = conn.ops.quote_name, self.meta.db_table
         columns = [f"{quote(table)}.{quote(field.column)}" for field in self.fields]
         joins = ""
@@ -267,6 +283,8 @@ class Rows(Generic[M]):
             owner_column = self._field("owner").column
             columns += [f"{quote(users)}.{quote('id')}", f"{quote(users)}.{quote('username')}"]
             joins = f" JOIN {quote(users)} ON {quote(users)}.{quote('id')} = {quote(table)}.{quote(owner_column)}"
+        if reading:
+            columns.append(reading)
         sql = f"SELECT {', '.join(columns)} FROM {quote(table)}{joins} WHERE {self._where_sql(conn, where)}"
         if order:
             column = self._field(order.lstrip("-")).column

@@ -38,6 +38,7 @@ from runs.models import (
     SteeringState,
 )
 from runs.runtime.handoff import continue_here
+from runs.runtime.lease import lock_checking_share
 from runs.runtime.loop import first_step
 from runs.runtime.registry import agent_exists, get_agent
 from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now
@@ -217,7 +218,9 @@ def _submit_locked(
     pause_id: str | None,
     hand_off: bool,
 ) -> SteeringReceipt:
-    run = RUNS.lock(pk=run_id, tenant=caller.tenant) if isinstance(run_id, str) else None
+    # A decision may hand the run to a worker (claim_along): its tenant's share comes with the lock.
+    lock = lock_checking_share if method in DECISION_INSTRUCTIONS else RUNS.lock
+    run = lock(pk=run_id, tenant=caller.tenant) if isinstance(run_id, str) else None
     if run is None or not can_view_run(caller, run):
         raise NotFound("no such run")
     scope = caller_scope(caller, run)

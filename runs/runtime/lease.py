@@ -43,6 +43,22 @@ def under_cap_sql(tenant: str) -> str:
 _UNDER_CAP = under_cap_sql(f"{Run._meta.db_table}.tenant_id")
 
 
+def lock_checking_share(**where: object) -> Run | None:
+    """The run under its row lock (RUNS.lock), with whether its tenant is under its share
+    of workers read in the same statement: a `claim_along` later in the transaction (a
+    decision handing the run to a worker) then needs no statement of its own."""
+    at = connection.ops.adapt_datetimefield_value(timezone.now())
+    found = RUNS.lock_reading(_UNDER_CAP, [at, settings.HARBOR_TENANT_MAX_RUNNING], **where)
+    if found is None:
+        return None
+    run, under = found
+    run.__dict__[_UNDER_CAP_AT_LOCK] = bool(under)
+    return run
+
+
+_UNDER_CAP_AT_LOCK = "_harbor_under_cap_at_lock"  # on a run instance: read with its lock
+
+
 def _under_cap(tenant_id: int, at: object) -> bool:
     """`under_cap_sql` for a tenant by id (a run not inserted yet has no row to name it)."""
     with prepared_cursor(connection) as cursor:
@@ -88,15 +104,19 @@ class Lease:
         """Take a run that the caller's transaction holds locked and made ready itself, so
         free (a parked run holds no lease), or is creating (no one else sees it yet): the
         lease is written with the run's own pending changes (in one UPDATE, or with its
-        insert), only while its tenant is under its share of workers (the dispatcher's rule).
-        False, and nothing written, when it is not."""
+        insert, or at the transaction's end when the share was read with the lock:
+        `lock_checking_share`), only while its tenant is under its share of workers (the
+        dispatcher's rule). False, and nothing written, when it is not."""
         if run.status not in READY or run.lease_owner:
             return False
         now, written = timezone.now(), time.monotonic()
         run.lease_owner, run.lease_expires_at = self.worker, now + lease_length()
         at = connection.ops.adapt_datetimefield_value(now)
+        under = run.__dict__.pop(_UNDER_CAP_AT_LOCK, None)
         if run._state.adding:
             taken = _under_cap(run.tenant_id, at)
+        elif under is not None:  # read with the run's lock: the lease is written as the transaction ends
+            taken = under
         else:
             taken = RUNS.update(run, only_if=(_UNDER_CAP, [at, settings.HARBOR_TENANT_MAX_RUNNING]))
         if not taken:

@@ -5,28 +5,36 @@ attempt opened by a hand-off that steering reached before its body began is sett
 from django.utils import timezone
 
 from runs.domain import events
-from runs.domain.rows import TOOL_CALLS
+from runs.domain.rows import RUNS, TOOL_CALLS
 from runs.models import Run, ToolCall, ToolCallOutcome
 
 from .tools import Tool
 
 
 def open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
-    """A new ledger row for this execution, numbered after the step's earlier attempts in
-    the statement that inserts it (the caller holds the run's lock). The attempt before it,
-    if it is still marked running, had a worker that died (we hold the lease it lost): it
-    is marked lost. Each opening settles the one before, so no older one is running."""
-    attempt = TOOL_CALLS.insert(
-        ToolCall(
-            tenant_id=run.tenant_id,
-            run=run,
-            step=step,
-            tool=tool.name,
-            worker=worker,
-            idempotency_key=f"{run.pk}:{step}",
-        ),
-        numbered=("attempt", ("run", "step")),
+    """A new ledger row for this execution of the run's pending call (the caller holds the
+    run's lock), numbered after the step's earlier attempts by the count the call keeps in
+    the checkpoint: both are written as the transaction ends, together. (A pending call
+    checkpointed before it kept a count is numbered by the INSERT, from the ledger.) The
+    attempt before it, if it is still marked running, had a worker that died (we hold the
+    lease it lost): it is marked lost. Each opening settles the one before, so no older
+    one is running."""
+    pending = run.checkpoint["pending_call"]
+    attempt = ToolCall(
+        tenant_id=run.tenant_id,
+        run=run,
+        step=step,
+        tool=tool.name,
+        worker=worker,
+        idempotency_key=f"{run.pk}:{step}",
     )
+    if "attempts" in pending:
+        attempt.attempt = pending["attempts"] + 1
+        events.at_end(TOOL_CALLS, attempt)
+    else:
+        TOOL_CALLS.insert(attempt, numbered=("attempt", ("run", "step")))
+    run.checkpoint = {**run.checkpoint, "pending_call": {**pending, "attempts": attempt.attempt}}
+    events.at_end(RUNS, run)
     if attempt.attempt > 1:
         TOOL_CALLS.update_where(
             {"run": run, "step": step, "attempt": attempt.attempt - 1, "outcome": ToolCallOutcome.RUNNING},

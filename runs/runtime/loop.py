@@ -240,7 +240,7 @@ def _act(lease: Lease | None, run: Run, boundary: Boundary, decision: Decision) 
             history_entry={"pause": decision.cause},
         )
         return None
-    return _call(lease, run, ctx, step, {"tool": decision.tool, "args": decision.args, "step": step})
+    return _call(lease, run, ctx, step, {"tool": decision.tool, "args": decision.args, "step": step, "attempts": 0})
 
 
 def _call(lease: Lease | None, run: Run, ctx: ToolContext, step: int, pending: dict[str, Any]) -> Call | None:
@@ -257,7 +257,9 @@ def _call(lease: Lease | None, run: Run, ctx: ToolContext, step: int, pending: d
     if tool.needs_approval(pending["args"]) and not pending.get("approved"):
         park_for_gate(run, ctx, tool, pending["args"])
         return None
-    RUNS.update(run)  # a new pending call; one the checkpoint holds already (approved, retried) is not written again
+    # A new pending call, written as the transaction ends (one the checkpoint holds already,
+    # approved or retried, is not written again).
+    events.at_end(RUNS, run)
     if lease is None:
         return None
     attempt = open_attempt(run, tool, step, lease.worker)

@@ -114,7 +114,7 @@ def fetcher():
 def test_a_first_step_leaves_a_call_to_the_worker_that_claims_the_run(people, fetcher):
     run, _ = run_start(caller=people.caller("alice"), query="go", agent_id="fetcher")
     assert run.status == RunStatus.RUNNING and run.lease_owner == ""  # ready for any worker
-    assert run.checkpoint["pending_call"] == {"tool": "fetch", "args": {"n": 1}, "step": 0}
+    assert run.checkpoint["pending_call"] == {"tool": "fetch", "args": {"n": 1}, "step": 0, "attempts": 0}
     assert not ToolCall.objects.filter(run=run).exists()  # the attempt is the worker's to open
     assert drain() == 1
     run.refresh_from_db()

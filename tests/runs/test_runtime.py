@@ -13,7 +13,7 @@ from django.utils import timezone
 from approvals.models import Cause, Decision, Pause
 from runs.domain.errors import InvalidRequest, ScopeMismatch
 from runs.domain.services import run_start, steering_submit
-from runs.models import Event, Run, RunStatus
+from runs.models import Event, Run, RunStatus, ToolCall
 from runs.runtime.dispatch import drain
 from runs.runtime.loop import advance
 from runs.runtime.planner import CallTool, Finish
@@ -250,6 +250,38 @@ def test_a_completed_step_never_runs_again_after_a_worker_dies(people, scripted)
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE
     assert agent.calls == [1, 2, 2, 3]  # step 1 completed once; only the step in flight re-ran
+
+
+@pytest.mark.parametrize("count_kept", [True, False])
+def test_the_attempt_after_a_dead_worker_is_numbered_after_its_own(people, scripted, count_kept):
+    """The pending call keeps the count of its attempts in the checkpoint; one checkpointed
+    before it kept any (count_kept=False) is numbered from the ledger instead."""
+
+    class WorkerDied(BaseException):
+        pass
+
+    def during(n, ctx):
+        if agent.calls == [1]:
+            raise WorkerDied()
+
+    agent = scripted(steps=1, during=during)
+    run = start(people, "work", "scripted")
+    with pytest.raises(WorkerDied):
+        drain()
+    run.refresh_from_db()
+    assert run.checkpoint["pending_call"]["attempts"] == 1
+    if not count_kept:
+        del run.checkpoint["pending_call"]["attempts"]
+    Run.objects.filter(pk=run.pk).update(
+        checkpoint=run.checkpoint, lease_owner="dead", lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert drain() == 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETE and agent.calls == [1, 1]
+    ledger = ToolCall.objects.filter(run=run).order_by("attempt").values_list("step", "attempt", "outcome")
+    assert list(ledger) == [(0, 1, "lost"), (0, 2, "completed")]
+    invoked = Event.objects.filter(run=run, type="tool.invoked").order_by("sequence")
+    assert [event.payload["Attempt"] for event in invoked] == [1, 2]
 
 
 def test_a_duplicate_dispatch_finds_nothing_to_do(people, scripted):
