@@ -23,11 +23,10 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 from django.utils import timezone
-from psycopg.pq import TransactionStatus
 
 from runs.domain import pubsub
 from runs.domain.event_types import Envelope, EventPayload
-from runs.domain.rows import Rows, Statement, prepared_cursor
+from runs.domain.rows import Rows, Statement, alone, prepared_cursor
 from runs.models import Event, Run, Tenant
 
 if TYPE_CHECKING:  # approvals.models imports runs.models; the annotation needs no import at runtime
@@ -215,7 +214,7 @@ def _write(
     if conn.vendor == "postgresql" and len(by_tenant) == 1:
         (tenant_id,) = by_tenant
         # A guard's refusal must undo the rest: a guarded write never goes alone.
-        with _alone(conn) if last and not any(write.refused for write in rows) else nullcontext():
+        with alone(conn) if last and not any(write.refused for write in rows) else nullcontext():
             _number(events, _insert(conn, events, bump_tenant=tenant_id, rows=rows))
     else:
         _send(conn, rows)
@@ -240,24 +239,6 @@ def _send(conn: BaseDatabaseWrapper, statements: Sequence[Statement]) -> None:
             if statement.refused is not None and cursor.rowcount != 1:
                 raise statement.refused
             statement.done(cursor.fetchone()[0] if statement.key else None)
-
-
-@contextmanager
-def _alone(conn: BaseDatabaseWrapper) -> Iterator[None]:
-    """A transaction's last statement sent as the whole of it, when it sent nothing before:
-    one statement is atomic on its own, and the BEGIN and COMMIT round trips go (Django's
-    commit then finds nothing to commit). Only in the outermost transaction."""
-    conn.ensure_connection()
-    raw = conn.connection
-    if len(conn.atomic_blocks) != 1 or raw.info.transaction_status != TransactionStatus.IDLE:
-        yield
-        return
-    raw.autocommit = True
-    try:
-        yield
-    finally:
-        if raw.info.transaction_status == TransactionStatus.IDLE:  # a broken connection is discarded
-            raw.autocommit = False
 
 
 def _number(events: list[Written], last: int) -> None:

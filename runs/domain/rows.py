@@ -16,6 +16,7 @@ from django.db import models, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.expressions import Col
 from psycopg import _queries
+from psycopg.pq import TransactionStatus
 
 from runs.domain.audit import AppendOnlyModel, AuditImmutable
 from runs.models import Run, SteeringInstruction, ToolCall
@@ -40,6 +41,30 @@ def _prepared_cursor(conn: BaseDatabaseWrapper) -> Iterator[Any]:
             yield cursor
         finally:
             raw.prepare_threshold = others  # Django's default: None, prepare nothing
+
+
+@contextmanager
+def alone(conn: BaseDatabaseWrapper) -> Iterator[None]:
+    """On PostgreSQL, the statements of the block sent as transactions of their own while
+    the surrounding transaction (the outermost) has sent nothing yet: a lone statement is
+    atomic on its own, so its BEGIN and COMMIT round trips go, and the transaction's own
+    statements may still go as one later (a transaction's last write, a read that takes no
+    lock). Django's commit then finds nothing of theirs to commit. Elsewhere, or once the
+    transaction has begun, it changes nothing."""
+    if conn.vendor != "postgresql":
+        yield
+        return
+    conn.ensure_connection()
+    raw = conn.connection
+    if len(conn.atomic_blocks) != 1 or raw.info.transaction_status != TransactionStatus.IDLE:
+        yield
+        return
+    raw.autocommit = True
+    try:
+        yield
+    finally:
+        if raw.info.transaction_status == TransactionStatus.IDLE:  # a broken connection is discarded
+            raw.autocommit = False
 
 
 # psycopg remembers how it rewrote a statement's placeholders only for statements of up to 50

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from runs.domain.rows import RUNS, prepared_cursor
+from runs.domain.rows import RUNS, alone, prepared_cursor
 from runs.models import Run, RunStatus
 
 log = logging.getLogger("harbor.runtime")
@@ -60,8 +60,10 @@ _UNDER_CAP_AT_LOCK = "_harbor_under_cap_at_lock"  # on a run instance: read with
 
 
 def _under_cap(tenant_id: int, at: object) -> bool:
-    """`under_cap_sql` for a tenant by id (a run not inserted yet has no row to name it)."""
-    with prepared_cursor(connection) as cursor:
+    """`under_cap_sql` for a tenant by id (a run not inserted yet has no row to name it).
+    A read that takes no lock: as the first statement of a transaction (a start's) it goes
+    alone, and the transaction's writes may still go as one statement."""
+    with alone(connection), prepared_cursor(connection) as cursor:
         cursor.execute(f"SELECT {under_cap_sql('%s')}", [tenant_id, at, settings.HARBOR_TENANT_MAX_RUNNING])
         return bool(cursor.fetchone()[0])
 
