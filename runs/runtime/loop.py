@@ -257,10 +257,11 @@ def _call(lease: Lease | None, run: Run, ctx: ToolContext, step: int, pending: d
     if tool.needs_approval(pending["args"]) and not pending.get("approved"):
         park_for_gate(run, ctx, tool, pending["args"])
         return None
-    # A new pending call, written as the transaction ends (one the checkpoint holds already,
-    # approved or retried, is not written again).
-    events.at_end(RUNS, run)
+    # The pending call is written with the run as the transaction ends (one the checkpoint
+    # holds already, approved or retried, is not written again); opening its attempt writes
+    # the run there too, with the attempts' count.
     if lease is None:
+        events.at_end(RUNS, run)
         return None
     attempt = open_attempt(run, tool, step, lease.worker)
     ctx.idempotency_key = attempt.idempotency_key

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from approvals.models import Pause, PauseState
 from runs.domain.services import run_start, steering_submit
 from runs.management.commands._bench_common import psycopg_round_trips
-from runs.models import Event, Run, RunStatus
+from runs.models import Event, Run, RunStatus, ToolCall
 from runs.runtime.dispatch import drain
 from runs.runtime.registry import unregister_agent
 from tests.conftest import GatedProbe, requires_postgres
@@ -104,8 +104,6 @@ def test_an_approval_that_hands_the_run_on_is_five_round_trips(people_tx, probe)
     """BEGIN (psycopg's own), the run's lock (its tenant's share of workers read with it),
     the pause's lock, one statement with every write (the claim, the attempt it opens, the
     decision, the audit row, the events), and COMMIT."""
-    from runs.models import ToolCall
-
     alice = people_tx.caller("alice")
     runs = []
     for _ in range(2):  # the first warms what a long-lived process has
