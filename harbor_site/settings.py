@@ -205,6 +205,10 @@ SESSION_ENGINE = "runs.identity.sessions"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 if HTTPS:
+    # The browser keeps a __Host- cookie only when this host set it over HTTPS, for the whole
+    # site and no other domain: a sibling subdomain or a plain-HTTP page cannot plant a second
+    # session or CSRF cookie beside ours (of two cookies of one name, Django reads the last).
+    SESSION_COOKIE_NAME, CSRF_COOKIE_NAME = "__Host-sessionid", "__Host-csrftoken"
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_HSTS_SECONDS = int(os.environ.get("HARBOR_HSTS_SECONDS", str(365 * 24 * 3600)))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("HARBOR_HSTS_INCLUDE_SUBDOMAINS", "0") == "1"

@@ -72,7 +72,8 @@ def test_over_https_hsts_and_secure_cookies(people, settings):
     response = client.post("/login/", {"username": "alice", "password": "alice-password"}, secure=True)
     assert response.status_code == 302
     assert response["Strict-Transport-Security"].startswith("max-age=31536000")
-    assert response.cookies["sessionid"]["secure"] and response.cookies["sessionid"]["httponly"]
+    cookie = response.cookies[settings.SESSION_COOKIE_NAME]
+    assert cookie["secure"] and cookie["httponly"]
 
 
 def test_https_settings_turn_on_hsts(tmp_path):
@@ -82,9 +83,13 @@ def test_https_settings_turn_on_hsts(tmp_path):
 
     code = (
         "import django; django.setup(); from django.conf import settings as s; "
-        "print(s.SECURE_HSTS_SECONDS, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE)"
+        "print(s.SECURE_HSTS_SECONDS, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, "
+        "s.SESSION_COOKIE_NAME, s.CSRF_COOKIE_NAME, s.SESSION_COOKIE_PATH, s.SESSION_COOKIE_DOMAIN)"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(DJANGO_SETTINGS_MODULE="harbor_site.settings", HARBOR_HTTPS="1", HARBOR_VAR_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert out.stdout.split() == ["31536000", "True", "True"], out.stderr
+    # __Host- cookies: the browser takes them only over HTTPS, for Path=/ and no Domain.
+    assert out.stdout.split() == ["31536000", "True", "True", "__Host-sessionid", "__Host-csrftoken", "/", "None"], (
+        out.stderr
+    )

@@ -11,6 +11,7 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers, get_channel_layer
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
 from django.db import transaction
 from django.test import Client
 
@@ -214,7 +215,10 @@ async def signed_in_socket(username: str) -> tuple[Client, WebsocketCommunicator
     """A socket of a login session the test can log out of."""
     client = Client()
     assert await database_sync_to_async(client.login)(username=username, password=f"{username}-password")
-    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+    cookie = (
+        b"cookie",
+        f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode(),
+    )
     communicator = WebsocketCommunicator(application, "/ws/events/", headers=[HOST, ORIGIN, cookie])
     assert (await communicator.connect(timeout=5))[0]
     return client, communicator

@@ -4,6 +4,7 @@ application: origin check, session auth, permission-filtered delivery and replay
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
 from django.test import Client
 
 from harbor_site.asgi import application
@@ -21,7 +22,7 @@ HOST = (b"host", b"testserver")
 def session_cookie(username: str) -> tuple[bytes, bytes]:
     client = Client()
     assert client.login(username=username, password=f"{username}-password")
-    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode())
 
 
 @database_sync_to_async
@@ -293,7 +294,7 @@ def switched_session_cookie(username: str, tenant: str) -> tuple[bytes, bytes]:
     client = Client()
     assert client.login(username=username, password=f"{username}-password")
     assert client.post("/tenant/", {"tenant": tenant}).status_code == 302
-    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode())
 
 
 # Last-Event-ID's rule: ASCII digits, at most 18. int() alone took signs, spaces, underscores

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -126,7 +127,9 @@ def reads_for(people, users: list[str]) -> list[consumers.Read]:
         caller = people.caller(user)
         client.force_login(caller.user)
         reads.append(
-            consumers.Read(caller.user.pk, people.acme.pk, client.cookies["sessionid"].value, None, 0, log=False)
+            consumers.Read(
+                caller.user.pk, people.acme.pk, client.cookies[settings.SESSION_COOKIE_NAME].value, None, 0, log=False
+            )
         )
     return reads
 

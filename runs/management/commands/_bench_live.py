@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 import httpx
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
@@ -53,7 +54,7 @@ class BenchSocket(asyncio.Protocol):
             f"GET /ws/events/?types={','.join(INBOX_EVENT_TYPES)} HTTP/1.1\r\n"
             f"Host: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\nSec-WebSocket-Version: 13\r\n"
-            f"Origin: http://{host}:{port}\r\nCookie: sessionid={cookie}\r\n\r\n"
+            f"Origin: http://{host}:{port}\r\nCookie: {settings.SESSION_COOKIE_NAME}={cookie}\r\n\r\n"
         ).encode()
         self.open: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.buffer = b""
@@ -130,7 +131,7 @@ def session_cookies(count: int) -> list[str]:
             membership_grant(tenant=tenant, user=user, role=role)
         client = Client()
         client.force_login(user)
-        cookies.append(client.cookies["sessionid"].value)
+        cookies.append(client.cookies[settings.SESSION_COOKIE_NAME].value)
     return cookies
 
 
