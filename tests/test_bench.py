@@ -29,7 +29,13 @@ def test_the_http_rows_hold_streams_open_against_a_real_daphne(people_tx):
 @pytest.mark.django_db(transaction=True)
 def test_the_live_rows_time_pauses_on_sockets_of_a_real_daphne(people_tx):
     out = StringIO()
-    call_command("harbor_bench", "--live", "--sockets", "3", "--live-pauses", "2", "--live-fanouts", "1", stdout=out)
+    call_command(
+        "harbor_bench",
+        *("--live", "--sockets", "3", "--live-pauses", "2", "--live-fanouts", "1"),
+        *("--replays", "3", "--replay-events", "250"),
+        stdout=out,
+    )
     text = out.getvalue()
     assert "pause committed → frame on one connected inbox socket" in text, text
     assert "3 sockets: alone" in text, text
+    assert "while 3 sockets replay 25" in text and "replays done in" in text, text

@@ -120,6 +120,7 @@ class Read:
 
 # (close code, envelopes, new cursor, viewer, the tenant's head)
 ReadResult = tuple[int | None, list[Envelope], int, Viewer | None, int]
+Pending = tuple[Read, "asyncio.Future[ReadResult]"]
 
 
 # What a login session signs in: the user id and the password-derived hash it was signed in
@@ -269,16 +270,46 @@ def _logs_after(
 
 class _Reads:
     """The sockets' reads of one event loop, batched: those asked for while a batch runs on
-    the database thread go together in the next one (no waiting added when idle)."""
+    the database thread go together in the next one (no waiting added when idle).
+
+    A socket far behind its tenant's head (one that reconnected after a while) replays the
+    log a page at a time, and each page is a read of its own and a page of frames to send on
+    the loop every socket shares. A batch takes at most REPLAYS_PER_TENANT such pages per
+    tenant, the rest waiting their turn in order: a crowd replaying one tenant's log slows
+    its own replays, not every other socket's deliveries and re-checks."""
 
     LIMIT = 500
+    REPLAYS_PER_TENANT = 4
     # A read waits this long for others to join its batch: the sockets of a re-check slot
     # wake within a few loop turns of each other.
     GATHER_SECONDS = 0.005
 
     def __init__(self) -> None:
-        self.pending: list[tuple[Read, asyncio.Future[ReadResult]]] = []
+        self.pending: list[Pending] = []
         self.running = False
+        self.heads: dict[int, int] = {}  # each tenant's head as the last batch saw it
+
+    def saw_head(self, tenant_id: int, head: int) -> None:
+        self.heads[tenant_id] = max(self.heads.get(tenant_id, 0), head)
+
+    def _replaying(self, read: Read) -> bool:
+        return read.log and self.heads.get(read.tenant_id, 0) - read.cursor > streams.BATCH
+
+    def _next_batch(self) -> list[Pending]:
+        batch: list[Pending] = []
+        waiting: list[Pending] = []
+        replays: Counter[int] = Counter()
+        for read, future in self.pending:
+            if future.done():  # a closed socket's
+                continue
+            replaying = self._replaying(read)
+            if len(batch) >= self.LIMIT or (replaying and replays[read.tenant_id] >= self.REPLAYS_PER_TENANT):
+                waiting.append((read, future))
+                continue
+            replays[read.tenant_id] += replaying
+            batch.append((read, future))
+        self.pending = waiting
+        return batch
 
     async def read(self, read: Read) -> ReadResult:
         future: asyncio.Future[ReadResult] = asyncio.get_running_loop().create_future()
@@ -292,8 +323,7 @@ class _Reads:
         try:
             await asyncio.sleep(self.GATHER_SECONDS)
             while self.pending:
-                batch, self.pending = self.pending[: self.LIMIT], self.pending[self.LIMIT :]
-                batch = [(read, future) for read, future in batch if not future.done()]  # a closed socket's
+                batch = self._next_batch()
                 if not batch:
                     continue
                 try:
@@ -305,7 +335,8 @@ class _Reads:
                         if not future.done():
                             future.set_exception(error)
                     continue
-                for (_, future), result in zip(batch, results, strict=True):
+                for (read, future), result in zip(batch, results, strict=True):
+                    self.saw_head(read.tenant_id, result[4])
                     if not future.done():
                         future.set_result(result)
         finally:
@@ -446,6 +477,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         await self.tail.join(events.tenant_group(self.tenant_id), events.user_group(user.pk))
         await self.accept()
         head = await database_sync_to_async(selectors.events_head)(tenant_id=self.tenant_id)
+        _reads_of_loop().saw_head(self.tenant_id, head)  # its first read may be a replay already
         self.cursor = streams.starting_cursor(after, head)
         self.vouched = self.cursor  # the last sequence a push announced
         self.wake = asyncio.Event()

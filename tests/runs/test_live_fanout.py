@@ -266,3 +266,35 @@ async def test_a_catch_up_under_a_current_viewer_reads_only_the_log_as_far_as_it
     await emit(run, streams.BATCH + 1)
     count, (far,) = await queries_of([dataclasses.replace(current[0], upto=head + streams.BATCH + 1)])
     assert count > 2 and far[3] == checked[0][3] and len(far[1]) == streams.BATCH  # re-checked, a page
+
+
+async def test_a_crowd_replaying_one_tenants_log_takes_a_few_pages_per_batch(people_tx, monkeypatch):
+    """Sockets far behind replay a page per read; a batch takes only a few of one tenant's,
+    so a socket of another tenant, near its head, is read in the first batch, not after the
+    crowd's pages, and every replaying socket still gets its page, in the order asked."""
+    run = await start(people_tx, "alice")
+    await emit(run, streams.BATCH + 50)
+    await start(people_tx, "gina")
+    batches: list[list[consumers.Read]] = []
+
+    def recording(reads: list[consumers.Read]) -> list:
+        batches.append(list(reads))
+        return read_many(reads)
+
+    read_many = consumers._read_many
+    monkeypatch.setattr(consumers, "_read_many", recording)
+    per_batch = consumers._Reads.REPLAYS_PER_TENANT
+    (olivia,) = await reads_for(people_tx, ["olivia"])  # an operator: she sees the whole log
+    crowd = [dataclasses.replace(olivia, log=True) for _ in range(3 * per_batch)]
+    (gina,) = await reads_for(people_tx, ["gina"])
+    globex = people_tx.globex.pk
+    head = await database_sync_to_async(selectors.events_head)(tenant_id=globex)
+    near = dataclasses.replace(gina, tenant_id=globex, log=True, cursor=head - 1)
+    reads = consumers._Reads()
+    reads.saw_head(people_tx.acme.pk, (await logged())[-1])  # as each socket's connect does
+    results = await asyncio.gather(*(reads.read(read) for read in [*crowd, near]))
+    assert [sum(read in crowd for read in batch) for batch in batches] == [per_batch] * 3
+    assert near in batches[0]
+    assert [read for batch in batches for read in batch if read in crowd] == crowd
+    assert all(close is None and len(envelopes) == streams.BATCH for close, envelopes, *_ in results[:-1])
+    assert [envelope["type"] for envelope in results[-1][1]] == ["task.started"]  # gina's run, nothing of acme's

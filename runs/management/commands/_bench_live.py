@@ -31,6 +31,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from approvals.web.views import INBOX_EVENT_TYPES
+from runs.domain import selectors
+from runs.domain.services import run_start
+from runs.identity.callers import caller_resolve
 from runs.identity.permissions import membership_grant
 from runs.models import Membership, Role, Tenant
 
@@ -46,12 +49,17 @@ class Frames:
 
     pauses: list[tuple[float, bytes]] = field(default_factory=list)
     closed: bool = False
+    texts: int = 0  # every text frame
+    last: float = 0.0  # when the last one arrived
+
+
+INBOX_PATH = f"/ws/events/?types={','.join(INBOX_EVENT_TYPES)}"
 
 
 class BenchSocket(asyncio.Protocol):
-    def __init__(self, host: str, port: int, cookie: str) -> None:
+    def __init__(self, host: str, port: int, cookie: str, path: str = INBOX_PATH) -> None:
         self.request = (
-            f"GET /ws/events/?types={','.join(INBOX_EVENT_TYPES)} HTTP/1.1\r\n"
+            f"GET {path} HTTP/1.1\r\n"
             f"Host: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\nSec-WebSocket-Version: 13\r\n"
             f"Origin: http://{host}:{port}\r\nCookie: {settings.SESSION_COOKIE_NAME}={cookie}\r\n\r\n"
@@ -80,8 +88,11 @@ class BenchSocket(asyncio.Protocol):
             self.buffer = rest
         while (frame := self._frame()) is not None:
             opcode, payload = frame
-            if opcode == 1 and PAUSE_MARK in payload:
-                self.frames.pauses.append((arrived, payload))
+            if opcode == 1:
+                self.frames.texts += 1
+                self.frames.last = arrived
+                if PAUSE_MARK in payload:
+                    self.frames.pauses.append((arrived, payload))
             elif opcode == 8:
                 self.frames.closed = True
             elif opcode == 9 and self.transport is not None:  # ping: a masked pong (zero mask)
@@ -119,16 +130,18 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
-def session_cookies(count: int) -> list[str]:
-    """`count` people of acme, each signed in once: even ones approvers, odd ones operators."""
+def session_cookies(count: int, tenant_slug: str = "acme", role: Role | None = None) -> list[str]:
+    """`count` people of the tenant, each signed in once: even ones approvers, odd ones
+    operators (or all of `role`)."""
     users = get_user_model()
-    tenant = Tenant.objects.get(slug="acme")
+    tenant = Tenant.objects.get(slug=tenant_slug)
     cookies = []
     for index in range(count):
-        user, _ = users.objects.get_or_create(username=f"bench-viewer-{index}")
-        role = Role.APPROVER if index % 2 == 0 else Role.OPERATOR
-        if not Membership.objects.filter(tenant=tenant, user=user, role=role).exists():
-            membership_grant(tenant=tenant, user=user, role=role)
+        name = f"bench-viewer-{index}" if tenant_slug == "acme" else f"bench-{tenant_slug}-viewer-{index}"
+        user, _ = users.objects.get_or_create(username=name)
+        granted = role or (Role.APPROVER if index % 2 == 0 else Role.OPERATOR)
+        if not Membership.objects.filter(tenant=tenant, user=user, role=granted).exists():
+            membership_grant(tenant=tenant, user=user, role=granted)
         client = Client()
         client.force_login(user)
         cookies.append(client.cookies[settings.SESSION_COOKIE_NAME].value)
@@ -140,30 +153,36 @@ class LiveBench:
         self.host, self.port, self.out, self.log = "127.0.0.1", port, out, log
         self.url = f"http://{self.host}:{port}"
         self.sockets: list[BenchSocket] = []
+        self.others: list[BenchSocket] = []  # open, but not timed (replaying the log)
         self.verbose = bool(os.environ.get("HARBOR_BENCH_VERBOSE"))
 
-    async def connect(self, cookies: list[str]) -> None:
+    async def connect(self, cookies: list[str], path: str = INBOX_PATH, *, counted: bool = True) -> list[BenchSocket]:
+        """Open a socket per cookie; `counted` ones are those a pause is timed on."""
         loop = asyncio.get_running_loop()
         gate = asyncio.Semaphore(CONNECTS_IN_FLIGHT)
 
         async def one(cookie: str) -> BenchSocket:
             async with gate:
                 _, protocol = await loop.create_connection(
-                    lambda: BenchSocket(self.host, self.port, cookie), self.host, self.port
+                    lambda: BenchSocket(self.host, self.port, cookie, path), self.host, self.port
                 )
                 if not await asyncio.wait_for(protocol.open, 30):
                     raise RuntimeError(f"a websocket was refused (Daphne's log: {self.log})")
                 await asyncio.sleep(0.01)  # let the socket take its cursor before the next opens
                 return protocol
 
-        self.sockets += await asyncio.gather(*(one(cookie) for cookie in cookies))
+        opened = await asyncio.gather(*(one(cookie) for cookie in cookies))
+        (self.sockets if counted else self.others).extend(opened)
+        return opened
 
-    async def pause(self, api: httpx.AsyncClient, *, alone: bool = True, timeout: float = 60) -> list[float]:
-        """Park one pause; each socket's latency from its commit to its frame, in ms. Alone:
-        on a run started a moment before (its event delivered); else at the end of the run
-        loop's burst of events."""
+    async def pause(
+        self, api: httpx.AsyncClient, *, alone: bool = True, timeout: float = 60, tenant: str = "acme"
+    ) -> list[float]:
+        """Park one pause (in `tenant`: alone only); each socket's latency from its commit to
+        its frame, in ms. Alone: on a run started a moment before (its event delivered); else
+        at the end of the run loop's burst of events."""
         if alone:
-            run = (await api.post("/__bench__/start", timeout=120)).json()["run"]
+            run = (await api.post(f"/__bench__/start?tenant={tenant}", timeout=120)).json()["run"]
             await asyncio.sleep(0.05 + len(self.sockets) / 10000)
             answer = (await api.post(f"/__bench__/park?run={run}", timeout=120)).json()
         else:
@@ -197,9 +216,9 @@ class LiveBench:
         return latencies
 
     def close(self) -> None:
-        for sock in self.sockets:
+        for sock in self.sockets + self.others:
             sock.close()
-        self.sockets = []
+        self.sockets, self.others = [], []
 
 
 class Output(Protocol):
@@ -208,22 +227,43 @@ class Output(Protocol):
 
 
 def run_live_bench(
-    *, stdout: Output, sizes: list[int], pauses: int, fanouts: int, port: int | None, layer: str
+    *,
+    stdout: Output,
+    sizes: list[int],
+    pauses: int,
+    fanouts: int,
+    port: int | None,
+    layer: str,
+    replays: int = 0,
+    replay_events: int = 0,
 ) -> None:
-    """Print the two live rows: one socket over `pauses` pauses, and one pause reaching
-    each of `sizes` sockets (`fanouts` pauses per size; p50 / p99 over every socket of them)."""
+    """Print the live rows: one socket over `pauses` pauses, one pause reaching each of
+    `sizes` sockets (`fanouts` pauses per size; p50 / p99 over every socket of them), and
+    (with `replays`) pauses reaching another tenant's socket while that many sockets replay
+    acme's log of `replay_events` events."""
 
     def out(line: str) -> None:
         stdout.write(line + "\n")
         stdout.flush()
 
     cookies = session_cookies(max([1, *sizes]))
+    # Replaying sockets: operators of acme, who see its whole log, up to the 50 sockets a
+    # person may hold; the socket timed meanwhile is an approver of globex.
+    people = -(-replays // settings.HARBOR_WS_MAX_PER_USER)
+    replayers = [
+        cookie for cookie in session_cookies(people, role=Role.OPERATOR) for _ in range(settings.HARBOR_WS_MAX_PER_USER)
+    ][:replays]
+    observer = session_cookies(1, "globex")[0] if replays else ""
     port = port or free_port()
     log = tempfile.NamedTemporaryFile(prefix="bench-live-daphne-", suffix=".log", delete=False).name
     env = {**os.environ, **this_database()}
     daphne = start_daphne("runs.management.commands._bench_live_server:application", port, Path(log), env)
     try:
-        asyncio.run(_measure(LiveBench(port, out, log), cookies, sizes, pauses, fanouts, daphne.pid, layer))
+        bench = LiveBench(port, out, log)
+        asyncio.run(_measure(bench, cookies, sizes, pauses, fanouts, daphne.pid, layer))
+        if replays:
+            expected = _seed_log(replay_events)
+            asyncio.run(_measure_replays(bench, observer, replayers, expected, layer))
     finally:
         stop(daphne, timeout=10)
     os.unlink(log)  # kept when the run failed
@@ -264,3 +304,52 @@ async def _measure(
 
 def _p50_p99(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} / {percentile(values, 0.99):.1f}"
+
+
+REPLAY_PATH = "/ws/events/?after=0"  # the runs list of a page that reconnects after a long while
+QUIET_PAUSES = 10
+
+
+def _seed_log(count: int) -> int:
+    """Acme's log grown to at least `count` events (pending runs: nothing drains them here);
+    how many it holds."""
+    alice = caller_resolve(tenant="acme", user="alice", session="bench")
+    handoff = settings.HARBOR_HANDOFF
+    settings.HARBOR_HANDOFF = False  # left pending, not handed to a worker of this process
+    try:
+        while selectors.events_head(tenant_id=alice.tenant.pk) < count:
+            run_start(caller=alice, query="x", agent_id="bench_gate")
+    finally:
+        settings.HARBOR_HANDOFF = handoff
+    return selectors.events_head(tenant_id=alice.tenant.pk)
+
+
+async def _measure_replays(bench: LiveBench, observer: str, replayers: list[str], expected: int, layer: str) -> None:
+    """Pauses timed on a globex socket, alone and while `replayers` acme sockets replay the
+    whole log after ?after=0 (each of them receives `expected` frames)."""
+    async with httpx.AsyncClient(base_url=bench.url) as api:
+        await bench.connect([observer])
+        await asyncio.sleep(0.5)
+        await bench.pause(api, tenant="globex")  # warm-up
+        quiet: list[float] = []
+        for _ in range(QUIET_PAUSES):
+            quiet += await bench.pause(api, tenant="globex")
+        began = time.monotonic()
+        replaying = asyncio.ensure_future(bench.connect(replayers, REPLAY_PATH, counted=False))
+        during: list[float] = []
+        deadline = began + 300
+        while not (replaying.done() and all(sock.frames.texts >= expected for sock in bench.others)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the replays did not end in 300 s (Daphne's log: {bench.log})")
+            during += await bench.pause(api, tenant="globex")
+            await asyncio.sleep(0.05)
+        took = max(sock.frames.last for sock in bench.others) - began
+        bench.out(
+            f"  a pause reaching another tenant's inbox socket while {len(replayers)} sockets replay "
+            f"{expected} events ({layer}), p50 / p99 / max ms:"
+        )
+        bench.out(
+            f"    quiet {_p50_p99(quiet)} / {max(quiet):.1f};  during the replays {_p50_p99(during)} / "
+            f"{max(during):.1f} ({len(during)} pauses);  replays done in {took:.1f} s"
+        )
+        bench.close()

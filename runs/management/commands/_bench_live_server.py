@@ -32,7 +32,7 @@ from runs.runtime.dispatch import drain  # noqa: E402
 
 from . import harbor_bench  # noqa: E402, F401  # registers the bench_gate agent
 
-START_PATH = "/__bench__/start"  # a run, left pending (no pause yet)
+START_PATH = "/__bench__/start"  # a run, left pending (no pause yet); ?tenant=globex: gina's, else alice's
 PARK_PATH = "/__bench__/park"  # ?run=<id>: a pause on it, alone in its transaction
 BURST_PATH = "/__bench__/burst"  # a run of the one-gate agent up to its pause
 
@@ -51,13 +51,15 @@ def _timed_push(tenant_id: int, written: list[events.Written]) -> None:
 events._push = _timed_push
 
 
-def _start() -> dict:
+STARTERS = {"acme": "alice", "globex": "gina"}
+
+
+def _start(tenant: str = "acme") -> dict:
     # Left pending for `park` (a start hands its run to a worker of this process otherwise),
     # and claimed by `burst`'s drain as a worker's look would.
     settings.HARBOR_EXECUTOR, settings.HARBOR_HANDOFF = "manual", False
-    run, _ = run_start(
-        caller=caller_resolve(tenant="acme", user="alice", session="bench"), query="x", agent_id="bench_gate"
-    )
+    caller = caller_resolve(tenant=tenant, user=STARTERS[tenant], session="bench")
+    run, _ = run_start(caller=caller, query="x", agent_id="bench_gate")
     return {"run": run.pk}
 
 
@@ -83,7 +85,8 @@ def _timed(run_id: str) -> dict:
 async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
     if scope["type"] == "http" and scope["path"] in (START_PATH, PARK_PATH, BURST_PATH):
         if scope["path"] == START_PATH:
-            answer = await sync_to_async(_start)()
+            tenant = scope["query_string"].decode().removeprefix("tenant=") or "acme"
+            answer = await sync_to_async(_start)(tenant)
         elif scope["path"] == PARK_PATH:
             answer = await sync_to_async(_park)(scope["query_string"].decode().removeprefix("run="))
         else:

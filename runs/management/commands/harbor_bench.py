@@ -231,6 +231,10 @@ class Command(BaseCommand):
         parser.add_argument("--sockets", default="500,1000,2000", help="--live: socket counts, comma-separated")
         parser.add_argument("--live-pauses", type=int, default=50, help="--live: pauses timed on one socket")
         parser.add_argument("--live-fanouts", type=int, default=3, help="--live: pauses timed per socket count")
+        parser.add_argument(
+            "--replays", type=int, default=150, help="--live: sockets of one tenant replaying its log (0: skip the row)"
+        )
+        parser.add_argument("--replay-events", type=int, default=1500, help="--live: the log they replay")
         latency.add_arguments(parser)
 
     def handle(
@@ -248,6 +252,8 @@ class Command(BaseCommand):
                 sizes=sizes,
                 pauses=options["live_pauses"],
                 fanouts=options["live_fanouts"],
+                replays=options["replays"],
+                replay_events=options["replay_events"],
                 port=options["port"] or None,
                 layer=layer,
             )
