@@ -28,7 +28,7 @@ from typing import Protocol
 import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.test import Client, override_settings
 
 from approvals.web.views import INBOX_EVENT_TYPES
 from runs.domain import selectors
@@ -137,8 +137,7 @@ def session_cookies(count: int, tenant_slug: str = "acme", role: Role | None = N
     tenant = Tenant.objects.get(slug=tenant_slug)
     cookies = []
     for index in range(count):
-        name = f"bench-viewer-{index}" if tenant_slug == "acme" else f"bench-{tenant_slug}-viewer-{index}"
-        user, _ = users.objects.get_or_create(username=name)
+        user, _ = users.objects.get_or_create(username=f"bench-{tenant_slug}-{role or 'viewer'}-{index}")
         granted = role or (Role.APPROVER if index % 2 == 0 else Role.OPERATOR)
         if not Membership.objects.filter(tenant=tenant, user=user, role=granted).exists():
             membership_grant(tenant=tenant, user=user, role=granted)
@@ -314,13 +313,9 @@ def _seed_log(count: int) -> int:
     """Acme's log grown to at least `count` events (pending runs: nothing drains them here);
     how many it holds."""
     alice = caller_resolve(tenant="acme", user="alice", session="bench")
-    handoff = settings.HARBOR_HANDOFF
-    settings.HARBOR_HANDOFF = False  # left pending, not handed to a worker of this process
-    try:
+    with override_settings(HARBOR_HANDOFF=False):  # left pending, not handed to a worker of this process
         while selectors.events_head(tenant_id=alice.tenant.pk) < count:
             run_start(caller=alice, query="x", agent_id="bench_gate")
-    finally:
-        settings.HARBOR_HANDOFF = handoff
     return selectors.events_head(tenant_id=alice.tenant.pk)
 
 
