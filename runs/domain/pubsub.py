@@ -17,6 +17,7 @@ import os
 import threading
 import uuid
 import weakref
+from collections import deque
 from functools import cache
 from typing import cast
 from urllib.parse import urlsplit
@@ -103,22 +104,41 @@ def publish(url: str, sends: list[tuple[str, dict]]) -> None:
 
 class Subscriber:
     """What streams.Hub asks of a channel layer (new_channel, group_add, group_discard,
-    receive), on one pub/sub connection of the event loop that made it."""
+    receive), on one pub/sub connection of the event loop that made it.
+
+    A join returns once Redis has confirmed the subscription: a SUBSCRIBE only written to
+    the socket may still be waiting in Redis behind a PUBLISH from another process, whose
+    push (a revoked membership's close, say) would then pass the new stream by. The
+    confirmation arrives on the connection the Hub's reader reads; a join made while no one
+    is reading (the process's first, or the Hub's re-join after an outage) reads it itself,
+    keeping the messages it meets for `receive`."""
 
     memberships_expire = False  # a subscription lasts as long as its connection
 
     def __init__(self, url: str) -> None:
         self.url, self.prefix = url, _channel_prefix(url)
         client = aioredis.Redis.from_url(url, socket_connect_timeout=2, retry=AsyncRetry(NoBackoff(), 0))
-        self.pubsub = client.pubsub(ignore_subscribe_messages=True)
+        self.pubsub = client.pubsub()
         self.lock = asyncio.Lock()  # one (un)subscribe at a time on the connection
+        self.reading = asyncio.Lock()  # one reader of the connection at a time
+        self.received: deque[dict] = deque()  # read by a join, not yet handed to `receive`
+        self.confirming: dict[bytes, list[asyncio.Future[None]]] = {}
 
     async def new_channel(self, prefix: str = "") -> str:
         return prefix + uuid.uuid4().hex  # only a name for the logs: pub/sub needs none
 
     async def group_add(self, group: str, channel: str) -> None:
+        name = (self.prefix + group).encode()
+        confirmed = asyncio.get_running_loop().create_future()
+        self.confirming.setdefault(name, []).append(confirmed)
         async with self.lock:
-            await self.pubsub.subscribe(self.prefix + group)
+            await self.pubsub.subscribe(name)
+        while not confirmed.done():
+            if self.reading.locked():  # the reader hands the confirmation over
+                await asyncio.wait([confirmed], timeout=CONFIRM_POLL_SECONDS)
+            else:
+                async with self.reading:
+                    await self._read_one()
 
     async def group_discard(self, group: str, channel: str) -> None:
         async with self.lock:
@@ -127,10 +147,28 @@ class Subscriber:
     async def receive(self, channel: str) -> dict:
         """The next message of any subscribed group. Raises redis.ConnectionError when the
         connection is lost (the Hub then has its streams poll, and subscribes again)."""
-        while True:
-            message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
-            if message is not None and message["type"] == "message":
-                return msgpack.unpackb(message["data"])
+        while not self.received:
+            async with self.reading:
+                if not self.received:
+                    await self._read_one()
+        return self.received.popleft()
+
+    async def _read_one(self) -> None:
+        """Read what Redis sends next: a message is kept, a confirmation hands over."""
+        message = await self.pubsub.get_message(timeout=None)
+        if message is None:
+            return
+        if message["type"] == "message":
+            self.received.append(msgpack.unpackb(message["data"]))
+        elif message["type"] == "subscribe":
+            for waiter in self.confirming.pop(message["channel"], []):
+                if not waiter.done():
+                    waiter.set_result(None)
+
+
+# How often a join waiting on the reader looks whether it still reads (a reader cancelled
+# meanwhile leaves the confirmation for the join to read).
+CONFIRM_POLL_SECONDS = 0.05
 
 
 _subscribers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Subscriber]" = weakref.WeakKeyDictionary()

@@ -5,6 +5,7 @@ group and of its Redis database only."""
 import asyncio
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 
 import msgpack
@@ -81,6 +82,38 @@ def test_a_push_reaches_the_streams_of_its_group_on_its_database_only(own_redis)
 
     got = _in_own_loop(scenario())
     assert got == {"tenant.1": [1, 3], "tenant.2": [2], "tenant.1 on db 1": []}
+
+
+def test_a_join_returns_once_redis_has_the_subscription(own_redis):
+    """A SUBSCRIBE written but not yet taken by Redis may come after another process's
+    PUBLISH; a join waits for Redis's answer (read by the join itself when no one else reads
+    the connection, else handed over by the Hub's reader), so a push sent after it arrives."""
+    admin = redis.Redis.from_url(own_redis)
+    held = 0.4
+
+    async def scenario() -> tuple[list[float], list[int]]:
+        got: list[int] = []
+
+        async def handler(message: dict) -> None:
+            got.append(message["sequence"])
+
+        tail = Tail(pubsub.Subscriber(own_redis), "t", handler=handler)
+        waited = []
+        for sequence, group in enumerate(["tenant.1", "tenant.2"], start=1):  # no reader yet; then the Hub's
+            await asyncio.to_thread(admin.execute_command, "CLIENT", "PAUSE", int(held * 1000), "ALL")
+            began = time.monotonic()
+            assert await tail.join(group)
+            waited.append(time.monotonic() - began)
+            message = {"type": "harbor.events", "group": group, "first": sequence, "sequence": sequence}
+            await asyncio.to_thread(pubsub.publish, own_redis, [(group, message)])
+        await asyncio.sleep(0.3)
+        await tail.leave()
+        return waited, got
+
+    waited, got = _in_own_loop(scenario())
+    assert all(seconds > held / 2 for seconds in waited), waited  # until Redis took the SUBSCRIBE
+    assert got == [1, 2]
+    admin.close()
 
 
 def test_the_first_push_after_a_redis_restart_arrives(own_redis):
