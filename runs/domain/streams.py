@@ -231,7 +231,8 @@ class Hub:
                 continue
             del self.tails[group]
             try:
-                await asyncio.wait_for(self.layer.group_discard(group, self.channel), self.JOIN_TIMEOUT)
+                async with asyncio.timeout(self.JOIN_TIMEOUT):
+                    await self.layer.group_discard(group, self.channel)
             except Exception:  # memberships expire; a message for nobody is dropped here
                 log.debug("group_discard failed for %s", group, exc_info=True)
             if group in self.tails:  # a stream joined while the membership was being dropped
@@ -242,7 +243,8 @@ class Hub:
         try:
             for start in range(0, len(groups), at_once):
                 joins = [self.layer.group_add(group, self.channel) for group in groups[start : start + at_once]]
-                await asyncio.wait_for(asyncio.gather(*joins), self.JOIN_TIMEOUT)
+                async with asyncio.timeout(self.JOIN_TIMEOUT):
+                    await asyncio.gather(*joins)
         except Exception:
             if self.up:
                 log.warning("channel layer unavailable; live streams poll the log", exc_info=True)
@@ -272,7 +274,11 @@ class Hub:
                 await self._rejoin()
                 continue
             try:
-                message = await asyncio.wait_for(self.layer.receive(self.channel), self.REJOIN_SECONDS)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns a message that
+                # arrived as the reader was cancelled, and the cancel is lost (a server's
+                # shutdown, or a test's loop, then waits on the reader forever).
+                async with asyncio.timeout(self.REJOIN_SECONDS):
+                    message = await self.layer.receive(self.channel)
             except TimeoutError:
                 if self.renews:
                     await self._rejoin()

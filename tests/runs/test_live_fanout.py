@@ -60,6 +60,45 @@ async def test_a_group_has_one_membership_per_process_and_a_message_reaches_only
     hub_for(layer).reader.cancel()  # type: ignore[union-attr]
 
 
+class HandedLayer:
+    """A channel layer whose next message the test hands over."""
+
+    def __init__(self) -> None:
+        self.next: asyncio.Future[dict] | None = None
+
+    async def new_channel(self, prefix: str = "") -> str:
+        return prefix + "only"
+
+    async def group_add(self, group: str, channel: str) -> None:
+        pass
+
+    async def group_discard(self, group: str, channel: str) -> None:
+        pass
+
+    async def receive(self, channel: str) -> dict:
+        self.next = asyncio.get_running_loop().create_future()
+        return await self.next
+
+
+async def test_a_reader_cancelled_as_a_message_arrives_stops():
+    """A server's shutdown (or a test's loop) cancels the Hub's reader; a message arriving at
+    that moment must not swallow the cancel, or the shutdown waits on the reader forever."""
+
+    async def handler(message: dict) -> None:
+        pass
+
+    layer = HandedLayer()
+    tail = Tail(layer, "t", handler=handler)
+    await tail.join("tenant.1")
+    await asyncio.sleep(0.01)  # the reader waits for the layer
+    reader = tail.hub.reader
+    assert layer.next is not None and reader is not None
+    layer.next.set_result({"type": "harbor.events", "group": "tenant.1", "sequence": 1})
+    reader.cancel()
+    done, _ = await asyncio.wait([reader], timeout=1)
+    assert done and reader.cancelled()
+
+
 async def test_pushes_queued_behind_a_fan_out_go_out_as_one_when_each_follows_the_last():
     layer = InMemoryChannelLayer()
     got: list[dict] = []
