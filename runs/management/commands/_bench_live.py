@@ -155,7 +155,7 @@ class LiveBench:
         self.others: list[BenchSocket] = []  # open, but not timed (replaying the log)
         self.verbose = bool(os.environ.get("HARBOR_BENCH_VERBOSE"))
 
-    async def connect(self, cookies: list[str], path: str = INBOX_PATH, *, counted: bool = True) -> list[BenchSocket]:
+    async def connect(self, cookies: list[str], path: str = INBOX_PATH, *, counted: bool = True) -> None:
         """Open a socket per cookie; `counted` ones are those a pause is timed on."""
         loop = asyncio.get_running_loop()
         gate = asyncio.Semaphore(CONNECTS_IN_FLIGHT)
@@ -172,7 +172,6 @@ class LiveBench:
 
         opened = await asyncio.gather(*(one(cookie) for cookie in cookies))
         (self.sockets if counted else self.others).extend(opened)
-        return opened
 
     async def pause(
         self, api: httpx.AsyncClient, *, alone: bool = True, timeout: float = 60, tenant: str = "acme"
@@ -246,13 +245,6 @@ def run_live_bench(
         stdout.flush()
 
     cookies = session_cookies(max([1, *sizes]))
-    # Replaying sockets: operators of acme, who see its whole log, up to the 50 sockets a
-    # person may hold; the socket timed meanwhile is an approver of globex.
-    people = -(-replays // settings.HARBOR_WS_MAX_PER_USER)
-    replayers = [
-        cookie for cookie in session_cookies(people, role=Role.OPERATOR) for _ in range(settings.HARBOR_WS_MAX_PER_USER)
-    ][:replays]
-    observer = session_cookies(1, "globex")[0] if replays else ""
     port = port or free_port()
     log = tempfile.NamedTemporaryFile(prefix="bench-live-daphne-", suffix=".log", delete=False).name
     env = {**os.environ, **this_database()}
@@ -261,6 +253,7 @@ def run_live_bench(
         bench = LiveBench(port, out, log)
         asyncio.run(_measure(bench, cookies, sizes, pauses, fanouts, daphne.pid, layer))
         if replays:
+            replayers, observer = _replay_cookies(replays)
             expected = _seed_log(replay_events)
             asyncio.run(_measure_replays(bench, observer, replayers, expected, layer))
     finally:
@@ -307,6 +300,14 @@ def _p50_p99(values: list[float]) -> str:
 
 REPLAY_PATH = "/ws/events/?after=0"  # the runs list of a page that reconnects after a long while
 QUIET_PAUSES = 10
+
+
+def _replay_cookies(count: int) -> tuple[list[str], str]:
+    """`count` sockets' cookies for operators of acme, who see its whole log, each person
+    holding as many as one may; and the cookie of the socket timed meanwhile, a globex approver."""
+    per_person = settings.HARBOR_WS_MAX_PER_USER
+    people = session_cookies(-(-count // per_person), role=Role.OPERATOR)
+    return [cookie for cookie in people for _ in range(per_person)][:count], session_cookies(1, "globex")[0]
 
 
 def _seed_log(count: int) -> int:
