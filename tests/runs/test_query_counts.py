@@ -72,7 +72,7 @@ def test_an_inline_start_that_parks_is_one_round_trip(people_tx):
             run, _ = run_start(caller=alice, query="launch", agent_id="probe")
     finally:
         unregister_agent("probe")
-    assert round_trips[0] == 1
+    assert round_trips.count == 1
     assert probe.calls == []
     assert Run.objects.get(pk=run.pk).status == RunStatus.PAUSED
     assert Pause.objects.filter(run=run, state=PauseState.PAUSED).count() == 1
@@ -91,7 +91,7 @@ def test_a_start_handed_to_a_worker_is_two_round_trips(people_tx, probe):
     with psycopg_round_trips() as round_trips:
         run, _ = run_start(caller=alice, query="launch", agent_id="probe")
     started = Run.objects.get(pk=run.pk)
-    assert round_trips[0] == 2
+    assert round_trips.count == 2
     assert started.status == RunStatus.RUNNING and started.lease_owner != ""
     assert Event.objects.filter(run=run, type="task.started").count() == 1
     drain()
@@ -117,7 +117,7 @@ def test_an_approval_that_hands_the_run_on_is_five_round_trips(people_tx, probe)
     handed = Run.objects.get(pk=runs[1].pk)
     attempt = ToolCall.objects.get(run=handed)
     drain()
-    assert round_trips[0] == 5
+    assert round_trips.count == 5
     assert handed.lease_owner == attempt.worker and handed.checkpoint["pending_call"]["attempts"] == 1
     assert (attempt.attempt, attempt.outcome) == (1, "running")
     assert probe.calls == [{"target": "moon"}] * 2

@@ -37,15 +37,23 @@ def stop(process: subprocess.Popen, timeout: float = 20) -> None:
         process.wait()
 
 
+class RoundTrips:
+    """What psycopg_round_trips counted: the answers waited for, and the seconds spent
+    waiting on them (in any thread of the process)."""
+
+    def __init__(self) -> None:
+        self.count, self.waited = 0, 0.0
+
+
 @contextmanager
-def psycopg_round_trips() -> Iterator[list[int]]:
+def psycopg_round_trips() -> Iterator[RoundTrips]:
     """Count, while open, the answers this process's psycopg connections wait for from the
     server: round trips, whatever a statement log says (it shows BEGIN and COMMIT for a
     transaction sent as one autocommitted statement, and misses nothing else)."""
     import psycopg
     from psycopg.waiting import Wait
 
-    counted = [0]
+    counted = RoundTrips()
     plain = psycopg.Connection.wait
 
     def watched(gen: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
@@ -55,11 +63,15 @@ def psycopg_round_trips() -> Iterator[list[int]]:
                 step = gen.send(ready)
             except StopIteration as done:
                 return done.value
-            counted[0] += step == Wait.R
+            counted.count += step == Wait.R
             ready = yield step
 
     def wait(self: psycopg.Connection, gen: Generator[Any, Any, Any], *args: Any, **kwargs: Any) -> Any:
-        return plain(self, watched(gen), *args, **kwargs)
+        began = time.perf_counter()
+        try:
+            return plain(self, watched(gen), *args, **kwargs)
+        finally:
+            counted.waited += time.perf_counter() - began
 
     psycopg.Connection.wait = wait  # type: ignore[method-assign,assignment]
     try:

@@ -7,6 +7,7 @@ embedded default, PostgreSQL when DATABASE_URL is set. LangGraph is the optional
 extra; without it, its column says so. `--live` prints only the live figures instead: a
 pause committed → its frame on 1 to 2,000 inbox sockets of a real Daphne (_bench_live)."""
 
+import os
 import statistics
 import tempfile
 import threading
@@ -94,13 +95,38 @@ def _statements(cycle: Callable[[], None]) -> int:
 def _round_trips(cycle: Callable[[], None]) -> int:
     with psycopg_round_trips() as counted:
         cycle()
-    return counted[0]
+    return counted.count
+
+
+def _time_split(cycle: Callable[[int], None], count: int, backend_pid: int) -> str:
+    """Where a cycle's time goes, over `count` cycles, in ms per cycle: its wall time, the
+    time spent waiting for PostgreSQL's answers, the server process's CPU time in them (on
+    this machine only, else "-") and this process's CPU time (every thread; it overlaps the
+    waits by their system calls)."""
+    server, cpu, began = _process_cpu(backend_pid), time.process_time(), time.perf_counter()
+    with psycopg_round_trips() as counted:
+        for index in range(count):
+            cycle(index)
+    wall, cpu = time.perf_counter() - began, time.process_time() - cpu
+    after = _process_cpu(backend_pid)
+    spent = [wall, counted.waited, after - server if after is not None and server is not None else None, cpu]
+    return " / ".join("-" if seconds is None else f"{seconds / count * 1000:.1f}" for seconds in spent)
+
+
+def _process_cpu(pid: int) -> float | None:
+    """A local process's CPU seconds (user + system), from /proc; None where it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class _LangGraph(NamedTuple):
     cycle: Callable[[int], None]
     statements: Callable[[], int]  # what one cycle sends to the database
     close: Callable[[], None]
+    backend_pid: int  # its PostgreSQL server process (0: SQLite)
 
 
 def _langgraph(database: str) -> _LangGraph | None:
@@ -170,7 +196,7 @@ def _langgraph(database: str) -> _LangGraph | None:
     def close() -> None:
         context.__exit__(None, None, None)
 
-    return _LangGraph(cycle, statements, close)
+    return _LangGraph(cycle, statements, close, saver.conn.info.backend_pid if database != "sqlite" else 0)
 
 
 def _counting_cursor(sent: list[int]) -> type:
@@ -293,9 +319,20 @@ class Command(BaseCommand):
         if database == "postgresql":
             trips = {kind: _round_trips(partial(_ours_cycle, alice, agent_id)) for kind, agent_id in AGENTS.items()}
             theirs_trips = f", LangGraph {_round_trips(partial(langgraph.cycle, -1))}" if langgraph else ""
+            ours_pid = connection.connection.info.backend_pid
+            split = {
+                kind: _time_split(partial(_ours_cycle_numbered, alice, agent_id), cycles, ours_pid)
+                for kind, agent_id in AGENTS.items()
+            }
+            theirs_split = (
+                f", LangGraph {_time_split(langgraph.cycle, cycles, langgraph.backend_pid)}" if langgraph else ""
+            )
             trips_line = (
                 f"  round trips to PostgreSQL per cycle     ours {trips['between']} "
-                f"(inline planner {trips['inline']}){theirs_trips}"
+                f"(inline planner {trips['inline']}){theirs_trips}\n"
+                f"  a cycle's ms: wall / waiting for PostgreSQL / its server process's CPU / our process's CPU\n"
+                f"                                          ours {split['between']} "
+                f"(inline planner {split['inline']}){theirs_split}"
             )
 
         approve_ms = []

@@ -4,8 +4,10 @@ Test keys are generated once per session. They are also exported (as a file path
 HARBOR_JWT_PUBLIC_KEYS) before any live server starts, so a live server — which trusts only
 configured keys in the PostgreSQL topology — accepts the tokens these tests mint."""
 
+import atexit
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +36,7 @@ def _public_pem(key) -> str:
 
 TRUSTED_PEM = _public_pem(EC_KEY) + _public_pem(RSA_KEY)
 _keys_dir = Path(tempfile.mkdtemp(prefix="harbor-test-keys-"))
+atexit.register(shutil.rmtree, _keys_dir, ignore_errors=True)  # live servers read it until the session ends
 (_keys_dir / "trusted.pem").write_text(TRUSTED_PEM)
 os.environ.setdefault("HARBOR_JWT_PUBLIC_KEYS", str(_keys_dir / "trusted.pem"))
 
