@@ -62,11 +62,11 @@ def _handle(request: HttpRequest) -> Outcome:
     state, code, error = (request.GET.get(name, "") for name in ("state", "code", "error"))
     if not state or not (code or error):
         return Outcome(400, "invalid_request", "Incomplete sign-in", "The provider's answer lacks its state or code.")
-    if not request.user.is_authenticated:
-        return Outcome(401, "identity_required", "Sign in first", "Sign in to Harbor, then follow the link again.")
     flow = flow_find(state)
     if flow is None or flow.used_at is not None:
         return Outcome(404, "flow_not_found", "Unknown sign-in", "This sign-in is unknown or was already used.")
+    if not request.user.is_authenticated:
+        return Outcome(401, "identity_required", "Sign in first", "Sign in to Harbor, then follow the link again.")
     caller = web_caller(request)
     if caller is None or caller.tenant.pk != flow.tenant_id or request.user.pk != flow.user_id:
         log.warning("OAuth callback for flow %s by %s refused: another identity", flow.pk, request.user)

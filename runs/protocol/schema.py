@@ -23,8 +23,8 @@ class BearerScheme(OpenApiAuthenticationExtension):
 
 
 def document_protocol(result: dict[str, Any], generator: object, request: object, public: bool) -> dict[str, Any]:
-    """drf-spectacular hook: the agents registered in this deployment, and GET /v1/events
-    (an async view outside DRF)."""
+    """drf-spectacular hook: the agents registered in this deployment, GET /v1/events (an
+    async view outside DRF) and the OAuth callback (a page, also outside DRF)."""
     start = result.get("components", {}).get("schemas", {}).get("StartRequest", {}).get("properties", {})
     if "agent_id" in start:
         start["agent_id"]["enum"] = [agent.id for agent in all_agents()]
@@ -75,4 +75,47 @@ def document_protocol(result: dict[str, Any], generator: object, request: object
             },
         }
     }
+    result["paths"]["/v1/tools/oauth/callback"] = _oauth_callback(error)
     return result
+
+
+def _oauth_callback(error: dict[str, Any]) -> dict[str, Any]:
+    """PROTOCOL §6: the provider's redirect back, in the signed-in person's browser: a
+    page, or JSON for a request that asks for it."""
+    error = {"text/html": {"schema": {"type": "string"}}, **error}
+    query = lambda name, description: {  # noqa: E731
+        "in": "query",
+        "name": name,
+        "required": name == "state",  # and one of code or error
+        "description": description,
+        "schema": {"type": "string"},
+    }
+    return {
+        "get": {
+            "operationId": "oauth_callback",
+            "summary": "The OAuth provider's redirect back (a page)",
+            "description": (
+                "Completes a tool's sign-in: the one-time `state` names the flow, bound to the pausing identity "
+                "(the Harbor login session of the browser) and its pause; the code is exchanged with PKCE (S256). "
+                "Answers an HTML page; JSON when the request accepts application/json and not text/html."
+            ),
+            "tags": ["oauth"],
+            "security": [],  # no bearer token: the browser's Harbor login session
+            "parameters": [
+                query("state", "The flow's one-time state."),
+                query("code", "The authorization code (unless `error`)."),
+                query("error", "The provider's error (access_denied: the person refused)."),
+            ],
+            "responses": {
+                "200": {
+                    "description": "authorization complete: the pause resumes and the tool call proceeds",
+                    "content": {"text/html": {"schema": {"type": "string"}}},
+                },
+                "400": {"description": "invalid_request, state_mismatch, authorization_denied", "content": error},
+                "401": {"description": "identity_required (no Harbor login in this browser)", "content": error},
+                "404": {"description": "flow_not_found (unknown state, or a replayed callback)", "content": error},
+                "410": {"description": "flow_expired", "content": error},
+                "502": {"description": "exchange_failed", "content": error},
+            },
+        }
+    }

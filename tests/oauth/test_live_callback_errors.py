@@ -170,7 +170,14 @@ def test_a_provider_that_is_down_answers_a_clear_page_not_a_500(oauth_harbor, li
         _restore_source(oauth_harbor, live_provider)
 
 
-def test_a_signed_out_browser_is_asked_to_sign_in_first(oauth_harbor) -> None:
+def test_a_signed_out_browser_is_asked_to_sign_in_first(oauth_harbor, live_provider) -> None:
+    """Her own sign-in's callback, in a browser signed out of Harbor meanwhile; a state no
+    flow has is unknown to anyone, signed in or not (PROTOCOL §6)."""
+    _, run_id, payload = parked(oauth_harbor)
+    callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
     anonymous = httpx.Client(base_url=oauth_harbor.url)
-    page = anonymous.get(f"{CALLBACK}?state=hrbs_{'y' * 43}&code=abc")
+    page = anonymous.get(callback.removeprefix(oauth_harbor.url))
     assert page.status_code == 401 and "Sign in to Harbor" in page.text and "/login/?next=" in page.text
+    assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
+    unknown = anonymous.get(f"{CALLBACK}?state=hrbs_{'y' * 43}&code=abc", headers=JSON)
+    assert unknown.status_code == 404 and unknown.json()["code"] == "flow_not_found"
