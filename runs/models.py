@@ -194,7 +194,7 @@ class SteeringInstruction(AppendOnlyModel):
     actor_session = models.CharField(max_length=128)
     state = models.CharField(max_length=16, choices=SteeringState.choices, default=SteeringState.PENDING)
     outcome = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)  # one clock with settled_at
     settled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

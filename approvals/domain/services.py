@@ -124,7 +124,9 @@ def pause_decide(
     if not pause.is_open:
         raise AlreadyResumed(f"the pause is already {pause.state} (decision: {pause.decision})")
     if (decision in GATE_DECISIONS) != (pause.cause == Cause.HITL_APPROVAL):
-        raise InvalidRequest(
+        # No open pause of the kind the method decides (PROTOCOL §3: approve and reject clear
+        # a gate, resume the run's non-gate pause).
+        raise NotFound(
             "approve and reject decide approval gates; resume releases the other pauses"
             f" (this pause's cause is {pause.cause})"
         )
@@ -260,7 +262,21 @@ def _approved_args(pause: Pause, args: object) -> dict[str, Any]:
     unknown = sorted(set(args) - set(original))
     if unknown:
         raise PayloadInvalid(f"{pause.tool} takes no argument(s) {', '.join(unknown)}")
+    retyped = sorted(
+        name
+        for name, value in args.items()
+        if original[name] is not None and _json_kind(value) != _json_kind(original[name])
+    )
+    if retyped:
+        raise PayloadInvalid(f"an edited argument keeps its type: {', '.join(retyped)}")
     return {**original, **args}
+
+
+def _json_kind(value: object) -> str:
+    """A JSON value's type, numbers as one (an edited 2 may become 2.5)."""
+    if isinstance(value, bool) or value is None:
+        return type(value).__name__
+    return "number" if isinstance(value, int | float) else type(value).__name__
 
 
 def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, decision_input: object) -> None:
@@ -282,6 +298,24 @@ def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, d
     events.settle_at_end(PAUSES.settling({"pk": pause.pk, "state": PauseState.PAUSED}, refused, **fields))
     for name, value in fields.items():
         setattr(pause, name, value)
+
+
+def pause_decision_refused(*, caller: Caller, method: str, token: object, pause_id: str | None, code: str) -> None:
+    """Audit a decision refused before the decision rule saw its pause (a run the caller
+    may not see or steer): the pause it names, when the caller's tenant has it."""
+    pauses = Pause.objects.filter(tenant=caller.tenant)
+    if pause_id is not None:
+        pause = pauses.filter(pk=pause_id).first()
+    elif isinstance(token, str) and token:
+        pause = pauses.filter(token_digest=token_digest(token)).first()
+    else:
+        pause = None
+    _refuse(caller, method, pause, code)
+
+
+def parked_by_operator(run: Run) -> bool:
+    """Whether the run's open pause is an operator's."""
+    return run.pauses.filter(state=PauseState.PAUSED, cause=Cause.OPERATOR).exists()
 
 
 def _refuse(caller: Caller, method: str, pause: Pause | None, code: str) -> None:

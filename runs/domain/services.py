@@ -9,7 +9,7 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from approvals.domain import refusals
-from approvals.domain.services import pause_decide
+from approvals.domain.services import parked_by_operator, pause_decide, pause_decision_refused
 from approvals.domain.tokens import token_digest
 from runs.domain import events
 from runs.domain.errors import (
@@ -220,22 +220,28 @@ def _submit_locked(
 ) -> SteeringReceipt:
     # A decision may hand the run to a worker (claim_along): its tenant's share comes with the lock.
     lock = lock_checking_share if method in DECISION_INSTRUCTIONS else RUNS.lock
+    refused = partial(_refused, caller=caller, method=method, token=payload.get("token"), pause_id=pause_id)
     run = lock(pk=run_id, tenant=caller.tenant) if isinstance(run_id, str) else None
     if run is None or not can_view_run(caller, run):
-        raise NotFound("no such run")
+        raise refused(NotFound("no such run"))
     scope = caller_scope(caller, run)
     if requested_scope is not None:
         if scope < SCOPE_NAMES[requested_scope]:
-            raise IdentityScopeRequired(f"the caller does not hold the {requested_scope} scope on this run")
+            raise refused(IdentityScopeRequired(f"the caller does not hold the {requested_scope} scope on this run"))
     if scope < MINIMUM_SCOPE[method] and not (
         method in DECISION_INSTRUCTIONS and _holds_decide_permission(caller, run, payload.get("token"), pause_id)
     ):
-        raise ScopeMismatch(f"{method} needs the {MINIMUM_SCOPE[method].name.lower()} scope")
+        raise refused(ScopeMismatch(f"{method} needs the {MINIMUM_SCOPE[method].name.lower()} scope"))
     # A replayed event_id is answered only to a caller allowed the method: the receipt
-    # names the earlier instruction, which is not everyone's to learn.
+    # names the earlier instruction, which is not everyone's to learn. The same id on
+    # another control is refused, not taken for the earlier one (a cancel silently dropped).
     if event_id is not None:
         earlier = SteeringInstruction.objects.filter(run=run, event_id=event_id).first()
         if earlier is not None:
+            if (earlier.instruction, earlier.payload) != (method, _audited(payload)):
+                raise InvalidRequest(
+                    f"event_id {event_id!r} was used on this run for another control ({earlier.instruction})"
+                )
             return SteeringReceipt(earlier, replayed=True)
     if run.is_terminal and method not in DECISION_INSTRUCTIONS:
         raise NotFound(f"the run is {run.status}")
@@ -257,9 +263,9 @@ def _submit_locked(
         )
     elif method == Instruction.PRIORITIZE:
         _apply_prioritize(run, payload["priority"])
-    elif method == Instruction.PAUSE and run.status == RunStatus.PAUSED:
-        raise InvalidRequest("the run is already paused")
-    elif not cancel_now:  # the rest waits for the run's next step boundary
+    elif method == Instruction.PAUSE and run.status == RunStatus.PAUSED and parked_by_operator(run):
+        pass  # an operator's pause holds it already: applied as it stands
+    elif not cancel_now:  # the rest waits for the run's next step boundary (a parked run's: after it resumes)
         fields = {"steering_pending": True}
         if method == Instruction.CANCEL and payload.get("hard"):
             fields["hard_cancel"] = True
@@ -286,20 +292,35 @@ def _go_on(run: Run, hand_off: bool) -> None:
         raise _StepCrashed from error
 
 
+def _audited(payload: dict[str, Any]) -> dict[str, Any]:
+    """What the audit keeps of a payload: never a resume token, even a spent one (the
+    audit names the pause instead)."""
+    return {k: v for k, v in payload.items() if k != "token"}
+
+
+def _refused(error: HarborError, *, caller: Caller, method: str, token: object, pause_id: str | None) -> HarborError:
+    """A decision refused before its pause is looked at (a run the caller may not see or
+    steer) is audited, and throttled, as one the decision rule refuses."""
+    if method in DECISION_INSTRUCTIONS:
+        pause_decision_refused(caller=caller, method=method, token=token, pause_id=pause_id, code=error.code)
+    return error
+
+
 def _instruction(
     caller: Caller, run: Run, method: str, payload: dict[str, Any], event_id: str | None, *, applied: bool = False
 ) -> SteeringInstruction:
+    now = timezone.now()
     instruction = SteeringInstruction(
         tenant=caller.tenant,
         run=run,
         instruction=method,
-        # Never keep a resume token, even a spent one: the audit names the pause instead.
-        payload={k: v for k, v in payload.items() if k != "token"},
+        payload=_audited(payload),
         event_id=event_id,
         actor=caller.user,
         actor_session=caller.session,
         state=SteeringState.APPLIED if applied else SteeringState.PENDING,
-        settled_at=timezone.now() if applied else None,
+        created_at=now,
+        settled_at=now if applied else None,
     )
     events.at_end(INSTRUCTIONS, instruction)  # its id comes back with the transaction's events
     return instruction

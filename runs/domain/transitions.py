@@ -9,9 +9,17 @@ from django.utils import timezone
 
 from runs.domain import events
 from runs.domain.errors import HarborError
-from runs.domain.event_types import TaskCancelled, TaskCompleted, TaskFailed
+from runs.domain.event_types import Control, TaskCancelled, TaskCompleted, TaskFailed
 from runs.domain.rows import RUNS
-from runs.models import RUN_TRANSITIONS, TERMINAL_RUN_STATUSES, FailureCode, Run, RunStatus
+from runs.models import (
+    RUN_TRANSITIONS,
+    TERMINAL_RUN_STATUSES,
+    FailureCode,
+    Run,
+    RunStatus,
+    SteeringInstruction,
+    SteeringState,
+)
 from runs.runtime import handles
 
 log = logging.getLogger("harbor.runs")
@@ -31,6 +39,8 @@ def move(run: Run, to: str, **fields: object) -> None:
     if to == RunStatus.RUNNING and run.started_at is None:
         run.started_at = now
     if to in TERMINAL_RUN_STATUSES:
+        if run.steering_pending:
+            _reject_waiting_steering(run, to)
         run.finished_at = now
         run.lease_owner, run.lease_expires_at = "", None
         run.steering_pending = False
@@ -40,6 +50,18 @@ def move(run: Run, to: str, **fields: object) -> None:
     for name, value in fields.items():
         setattr(run, name, value)
     events.at_end(RUNS, run)
+
+
+def _reject_waiting_steering(run: Run, status: str) -> None:
+    """Steering still waiting for a step boundary the run will never reach (sent while it
+    was parked or queued, then it ended) is settled rejected, and narrated."""
+    waiting = SteeringInstruction.objects.filter(run=run, state=SteeringState.PENDING)
+    methods = list(waiting.order_by("pk").values_list("instruction", flat=True))
+    why = f"the run is {status}"
+    waiting._settle(state=SteeringState.REJECTED, outcome=why, settled_at=timezone.now())
+    for method in methods:
+        payload = Control(Type=method.upper(), Outcome=SteeringState.REJECTED, Err=why)
+        events.emit(run=run, type=events.CONTROL_REJECTED, payload=payload)
 
 
 def run_complete(run: Run, answer: str) -> None:

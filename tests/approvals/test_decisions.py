@@ -6,7 +6,7 @@ import pytest
 from approvals.domain.services import pause_sweep_overdue
 from approvals.domain.tokens import token_unseal
 from approvals.models import Decision, DecisionRefusal, Pause, PauseState
-from runs.domain.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
+from runs.domain.errors import AlreadyResumed, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
 from runs.domain.services import run_start, steering_submit
 from runs.models import Event, RunStatus
 from runs.runtime.dispatch import drain
@@ -167,7 +167,7 @@ def test_a_copy_of_the_database_lifts_no_pause(people, parked):
         ("approve", {"args": {"rocket": "big"}}, PayloadInvalid),  # an argument the tool does not take
         ("approve", {"args": "moon"}, PayloadInvalid),
         ("approve", {"reason": 5}, PayloadInvalid),
-        ("resume", {}, InvalidRequest),  # resume does not decide approval gates
+        ("resume", {}, NotFound),  # resume does not decide approval gates: the run has no other pause open
         ("launch", {}, UnknownMethod),
     ],
 )

@@ -11,9 +11,9 @@ from django.db import connection
 from django.utils import timezone
 
 from approvals.models import Cause, Decision, Pause
-from runs.domain.errors import InvalidRequest, ScopeMismatch
+from runs.domain.errors import ScopeMismatch
 from runs.domain.services import run_start, steering_submit
-from runs.models import Event, Run, RunStatus, ToolCall
+from runs.models import Event, Run, RunStatus, SteeringState, ToolCall
 from runs.runtime.dispatch import drain
 from runs.runtime.loop import advance
 from runs.runtime.planner import CallTool, Finish
@@ -98,8 +98,11 @@ def test_an_operator_pauses_and_resumes_a_run_at_a_boundary(people):
     run.refresh_from_db()
     pause = Pause.objects.get(run=run)
     assert run.status == RunStatus.PAUSED and (pause.cause, pause.reason) == (Cause.OPERATOR, "await_input")
-    with pytest.raises(InvalidRequest, match="already paused"):
-        steer(people, run, "pause", who="olivia")
+    again = steer(people, run, "pause", who="olivia")  # the operator's pause holds it already
+    assert again.instruction.state == SteeringState.APPLIED
+    run.refresh_from_db()
+    assert run.status == RunStatus.PAUSED and not run.steering_pending
+    assert list(Pause.objects.filter(run=run).values_list("pk", flat=True)) == [pause.pk]
     steer(people, run, "inject_context", {"note": "while parked"})
     steer(people, run, "resume", who="olivia")
     drain()

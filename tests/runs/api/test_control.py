@@ -417,3 +417,98 @@ def test_token_expiry_claims_are_not_extendable_by_the_session_header(api):
         status=401,
         code="auth_rejected",
     )
+
+
+# --- refusals before the decision rule, wrong kinds, reused ids ---------------------------------
+
+
+def test_a_token_on_a_run_the_caller_may_not_see_or_steer_is_refused_audited_and_throttled(api, settings):
+    """PROTOCOL §4: a token presented by another tenant, user or session is refused and
+    audited, also when the run itself already stops the caller."""
+    settings.HARBOR_REFUSALS_PER_IDENTITY = 3
+    run, token = _parked_deploy(api)
+    decide = {"identity": {"run": run}, "payload": {"token": token}}
+    for _ in range(3):
+        api.error("/v1/control/approve", decide, user="gina", status=404, code="not_found")
+    api.error("/v1/control/approve", decide, user="gina", status=429, code="rate_limited")
+    assert (
+        list(DecisionRefusal.objects.values_list("actor_tenant", "actor_user", "code"))
+        == [("globex", "gina", "not_found")] * 3
+    )
+    assert Pause.objects.get(run_id=run).is_open
+
+    paused = api.start("count to 3")
+    api.control("pause", paused)
+    drain()
+    operator_token = api.ok("/v1/pause/list", {"filter": {"run_ids": [paused]}})["snapshots"][0]["token"]
+    # bob approves gates by role; an operator's pause is the owner's to resume
+    resume = {"identity": {"run": paused}, "payload": {"token": operator_token}}
+    api.error("/v1/control/resume", resume, user="bob", status=403, code="scope_mismatch")
+    refusal = DecisionRefusal.objects.get(actor_user="bob")
+    assert (refusal.code, refusal.pause_id) == ("scope_mismatch", Pause.objects.get(run_id=paused).pk)
+
+
+def test_a_decision_for_another_kind_of_pause_is_not_found_and_changes_nothing(api):
+    gated, _ = _parked_deploy(api)
+    api.error("/v1/control/resume", {"identity": {"run": gated}, "payload": {}}, status=404, code="not_found")
+    paused = api.start("count to 3")
+    api.control("pause", paused)
+    drain()
+    for method in ("approve", "reject"):
+        api.error(f"/v1/control/{method}", {"identity": {"run": paused}, "payload": {}}, status=404, code="not_found")
+    assert Pause.objects.get(run_id=gated).is_open and Pause.objects.get(run_id=paused).is_open
+    assert Run.objects.get(pk=paused).status == RunStatus.PAUSED
+
+
+def test_a_pause_sent_to_a_gated_run_parks_it_once_the_gate_is_approved(api):
+    run, token = _parked_deploy(api)
+    completed = _types(run).count("tool.completed")
+    assert api.control("pause", run).status_code == 200
+    assert api.control("pause", run).status_code == 200  # queued twice, it parks once
+    assert api.control("approve", run, {"token": token}).status_code == 200
+    drain()
+    assert Run.objects.get(pk=run).status == RunStatus.PAUSED
+    assert Pause.objects.filter(run_id=run, state="paused").get().cause == "operator"
+    assert _types(run).count("tool.completed") == completed  # the approved call waits for the operator
+    assert api.control("pause", run).status_code == 200  # an operator's pause holds it already
+    assert api.control("resume", run, {}).status_code == 200
+    drain()
+    run_row = Run.objects.get(pk=run)
+    assert run_row.status == RunStatus.COMPLETE and run_row.answer == "Deployed build 42 to staging."
+    assert _types(run).count("tool.completed") == completed + 1
+
+
+def test_an_event_id_used_for_another_control_is_refused_not_taken_for_the_first(api):
+    run = api.start("count to 3")
+    assert api.control("inject_context", run, {"note": "x"}, event_id="ev-1").status_code == 200
+    for method, payload in (("cancel", {"hard": True}), ("inject_context", {"note": "y"})):
+        response = api.control(method, run, payload, event_id="ev-1")
+        assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
+        assert "ev-1" in response.json()["message"]
+    assert SteeringInstruction.objects.filter(run_id=run).count() == 1
+    run_row = Run.objects.get(pk=run)
+    assert run_row.status != RunStatus.CANCELLED and not run_row.hard_cancel
+
+
+def test_an_edited_argument_keeps_its_type(api):
+    run, token = _parked_deploy(api)
+    for edited in ({"environment": {"x": 1}}, {"environment": 5}, {"environment": None}):
+        api.error(
+            "/v1/control/approve",
+            {"identity": {"run": run}, "payload": {"token": token, "args": edited}},
+            status=422,
+            code="payload_invalid",
+        )
+    assert Pause.objects.get(run_id=run).is_open
+
+
+def test_steering_waiting_on_a_run_that_ends_is_rejected_and_narrated(api):
+    run, token = _parked_deploy(api)
+    assert api.control("redirect", run, {"goal": "elsewhere"}).status_code == 200
+    assert api.control("reject", run, {"token": token}).status_code == 200
+    redirect, reject = SteeringInstruction.objects.filter(run_id=run).order_by("pk")
+    assert (redirect.state, redirect.outcome) == ("rejected", "the run is failed")
+    assert reject.state == "applied" and reject.created_at == reject.settled_at
+    rejected = Event.objects.filter(run_id=run, type="control.rejected").get()
+    assert rejected.payload["Type"] == "REDIRECT" and rejected.payload["Err"] == "the run is failed"
+    assert not Run.objects.get(pk=run).steering_pending
