@@ -140,7 +140,11 @@ else:
     # A connection pool per process (psycopg's), not persistent connections: under ASGI each
     # request runs on a thread of its own, and CONN_MAX_AGE would leave one idle connection
     # behind per thread. The pool bounds what one process holds.
-    DATABASES = {"default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0))}
+    # Checked as the pool hands it out (one empty query): a connection the server dropped
+    # meanwhile (its restart, a failover, an idle timeout on the way) is replaced, not
+    # handed to a request or a step (harbor_site/postgresql: all at once).
+    DATABASES = {"default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True))}
+    DATABASES["default"]["ENGINE"] = "harbor_site.postgresql"
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": int(os.environ.get("HARBOR_DB_POOL_MIN", "1")),
         "max_size": int(os.environ.get("HARBOR_DB_POOL_MAX", "20")),

@@ -70,6 +70,8 @@ def _under_cap(tenant_id: int, at: object) -> bool:
 
 _HELD = "id = %s AND lease_owner = %s AND lease_expires_at >= %s"
 
+SLOW_WORK_SECONDS = 1.0  # a planner or tool body this long gives its connection back to the pool
+
 
 class LeaseLost(Exception):
     """This worker no longer holds the run: another worker (or nobody) does."""
@@ -203,12 +205,17 @@ class Lease:
         or tool (an LLM, a deploy, a remote agent) keeps its run. The first renewal falls a
         third after the lease was last written, not after the body began: the steps before
         it may have taken part of the lease already. One keeper thread per process renews
-        every working lease: entering costs no thread."""
+        every working lease: entering costs no thread. A body that took a while gives this
+        thread's pooled connection back: the next transaction takes one the pool checks, not
+        one the server may have dropped meanwhile (a restart, a failover)."""
         _keeper.keep(self, settings.HARBOR_LEASE_SECONDS / 3)
+        began = time.monotonic()
         try:
             yield
         finally:
             _keeper.drop(self)
+            if time.monotonic() - began >= SLOW_WORK_SECONDS and getattr(connection, "pool", None) is not None:
+                connection.close()
 
 
 class _Keeper:

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import InterfaceError, OperationalError, connection
+
 from runs.domain import events
 from runs.domain.errors import ErrToolContextLost
 from runs.domain.event_types import (
@@ -117,13 +119,23 @@ def carry(lease: Lease, first: Callable[[], Next]) -> bool:
         ended = True
     except LeaseLost:
         log.warning("run %s: worker %s lost its lease; the new holder goes on", lease.run_id, lease.worker)
+    except (OperationalError, InterfaceError) as error:
+        # The database, not the run: unreachable, the connection lost, a deadlock. Nothing of
+        # the failed transaction landed; the run is released (or its lease lapses) and taken
+        # again, as after a crash, never failed for it.
+        log.warning("run %s: the database failed the step (%s); the run is taken again", lease.run_id, error)
+        connection.close()
     except Exception as error:  # a bug in a planner or the runtime fails the run loudly
         log.exception("run %s crashed", lease.run_id)
         message = f"{type(error).__name__}: {error}"
         _end(lease, lambda run: run_fail(run, FailureCode.RUNTIME_ERROR, message))
     finally:
         if lease.run is not None and not (ended and not lease.run.lease_owner):
-            lease.release()  # unless the committed transaction that parked or ended the run did
+            try:
+                lease.release()  # unless the committed transaction that parked or ended the run did
+            except (OperationalError, InterfaceError):
+                log.warning("run %s: its lease could not be released; it lapses", lease.run_id)
+                connection.close()
     return True
 
 
