@@ -214,7 +214,8 @@ class Lease:
             yield
         finally:
             _keeper.drop(self)
-            if time.monotonic() - began >= SLOW_WORK_SECONDS and getattr(connection, "pool", None) is not None:
+            slow = time.monotonic() - began >= SLOW_WORK_SECONDS
+            if slow and getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
                 connection.close()
 
 

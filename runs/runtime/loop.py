@@ -124,7 +124,7 @@ def carry(lease: Lease, first: Callable[[], Next]) -> bool:
         # the failed transaction landed; the run is released (or its lease lapses) and taken
         # again, as after a crash, never failed for it.
         log.warning("run %s: the database failed the step (%s); the run is taken again", lease.run_id, error)
-        connection.close()
+        _drop_connection()
     except Exception as error:  # a bug in a planner or the runtime fails the run loudly
         log.exception("run %s crashed", lease.run_id)
         message = f"{type(error).__name__}: {error}"
@@ -135,8 +135,15 @@ def carry(lease: Lease, first: Callable[[], Next]) -> bool:
                 lease.release()  # unless the committed transaction that parked or ended the run did
             except (OperationalError, InterfaceError):
                 log.warning("run %s: its lease could not be released; it lapses", lease.run_id)
-                connection.close()
+                _drop_connection()
     return True
+
+
+def _drop_connection() -> None:
+    """Give up this thread's connection after a database error (the next statement takes a
+    checked one), unless a caller's transaction still holds it."""
+    if not connection.in_atomic_block:
+        connection.close()
 
 
 def first_step(run: Run) -> None:
