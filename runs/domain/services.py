@@ -238,7 +238,7 @@ def _submit_locked(
     if event_id is not None:
         earlier = SteeringInstruction.objects.filter(run=run, event_id=event_id).first()
         if earlier is not None:
-            if (earlier.instruction, earlier.payload) != (method, _audited(payload)):
+            if not _same_control(earlier, method, payload):
                 raise InvalidRequest(
                     f"event_id {event_id!r} was used on this run for another control ({earlier.instruction})"
                 )
@@ -251,7 +251,7 @@ def _submit_locked(
     narrate_control(run, events.CONTROL_RECEIVED, method, "received")
     cancel_now = method == Instruction.CANCEL and run.status != RunStatus.RUNNING
     if method in DECISION_INSTRUCTIONS:
-        pause_decide(
+        decided = pause_decide(
             caller=caller,
             run=run,
             method=method,
@@ -261,6 +261,8 @@ def _submit_locked(
             args=payload.get("args"),
             input=payload.get("input"),
         )
+        if _sealed(decided.decision_input):  # a credential: its audit keeps it sealed too
+            payload = {**payload, "input": events.SEALED}
     elif method == Instruction.PRIORITIZE:
         _apply_prioritize(run, payload["priority"])
     elif method == Instruction.PAUSE and run.status == RunStatus.PAUSED and parked_by_operator(run):
@@ -296,6 +298,18 @@ def _audited(payload: dict[str, Any]) -> dict[str, Any]:
     """What the audit keeps of a payload: never a resume token, even a spent one (the
     audit names the pause instead)."""
     return {k: v for k, v in payload.items() if k != "token"}
+
+
+def _sealed(value: object) -> bool:
+    return isinstance(value, dict) and "sealed" in value
+
+
+def _same_control(earlier: SteeringInstruction, method: str, payload: dict[str, Any]) -> bool:
+    """Whether a control replays `earlier` (its event_id's first use), as its audit kept it."""
+    kept = _audited(payload)
+    if earlier.payload.get("input") == events.SEALED and "input" in kept:
+        kept["input"] = events.SEALED  # a credential, kept sealed: compared as such
+    return (earlier.instruction, earlier.payload) == (method, kept)
 
 
 def _refused(error: HarborError, *, caller: Caller, method: str, token: object, pause_id: str | None) -> HarborError:

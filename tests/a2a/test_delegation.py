@@ -7,7 +7,7 @@ import pytest
 
 from approvals.models import Cause, Decision, Pause, Reason
 from runs.domain.errors import PayloadInvalid
-from runs.models import Run, RunStatus, ToolCall
+from runs.models import Run, RunStatus, SteeringInstruction, ToolCall
 from runs.runtime.dispatch import drain
 from tests.a2a.helpers import configure, open_pause, payloads, remote, start, steer
 
@@ -98,6 +98,9 @@ def test_auth_required_parks_on_external_event_and_a_resume_with_the_credential_
     assert {p["RemoteTaskID"] for p in payloads(run, "a2a.auth_required") + payloads(run, "a2a.input_required")} == {
         task_id
     }
+    # The steering audit (tasks/get's history, the admin) keeps the credentials sealed too.
+    inputs = [i.payload["input"] for i in SteeringInstruction.objects.filter(run=run).order_by("pk")]
+    assert inputs == ["<sealed>", "<sealed>", "May 1"]
 
 
 @pytest.mark.parametrize(
