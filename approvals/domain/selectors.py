@@ -3,10 +3,12 @@
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db.models import Q, QuerySet
 
 from approvals.models import Pause, PauseState
+from runs.domain import events
 from runs.domain.pagination import Page, paginate
 from runs.identity.callers import Caller
 from runs.identity.visibility import decidable_among, pauses_decide_filter, pauses_filter
@@ -159,6 +161,13 @@ def token_visibility(*, caller: Caller, pause_ids: Iterable[str | None]) -> Call
     fields = ("pk", "tenant_id", "cause", "identity_user", "identity_session")
     allowed = decidable_among(caller, list(Pause.objects.filter(pk__in=ids, tenant=caller.tenant).only(*fields)))
     return lambda pause_id: pause_id in allowed
+
+
+def pause_payload_shown(pause: Pause, may_see_token: bool) -> dict[str, Any]:
+    """A pause's payload as a reader sees it: a sign-in's address and one-time state only
+    beside the token (events.SIGN_IN_KEYS: who holds them can complete the sign-in)."""
+    payload = dict(pause.payload or {})
+    return payload if may_see_token else {k: v for k, v in payload.items() if k not in events.SIGN_IN_KEYS}
 
 
 def tokens_shown(*, caller: Caller, pauses: list[Pause]) -> Callable[[str | None], bool]:

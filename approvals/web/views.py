@@ -32,10 +32,10 @@ DONE = {
 QUESTION_KEYS = ("Question", "Prompt", "Message", "Text", "Summary")
 
 
-def pause_card(pause: Pause) -> dict:
+def pause_card(pause: Pause, *, may_decide: bool) -> dict:
     """What a card shows, per cause: a gate's arguments (as editable text), an OAuth
-    sign-in address, an A2A question."""
-    payload = pause.payload or {}
+    sign-in address (to the one who may decide, as its token), an A2A question."""
+    payload = selectors.pause_payload_shown(pause, may_decide)
     args = [
         {"name": name, "value": value if isinstance(value, str) else json.dumps(value)}
         for name, value in (payload.get("Args") or {}).items()
@@ -72,8 +72,12 @@ def inbox(request: MemberRequest) -> HttpResponse:
     # `after`: a live page asks only for the cards that arrived since its newest one.
     after = request.GET.get("after") or None
     page = selectors.inbox_page(caller=request.caller, before=before, after=after, size=INBOX_PAGE_SIZE)
+    may_decide = selectors.tokens_shown(caller=request.caller, pauses=page.pauses)
     context = {
-        "cards": [pause_card(pause) | {"cursor": selectors.pause_cursor(pause)} for pause in page.pauses],
+        "cards": [
+            pause_card(pause, may_decide=may_decide(pause.pk)) | {"cursor": selectors.pause_cursor(pause)}
+            for pause in page.pauses
+        ],
         "open_count": page.total,
         "next_cursor": page.next_cursor,
         "before": before,

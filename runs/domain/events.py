@@ -5,6 +5,7 @@ channel layer only after it commits."""
 
 import asyncio
 import atexit
+import json
 import logging
 import os
 import threading
@@ -15,7 +16,7 @@ from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
@@ -64,6 +65,10 @@ MESSAGE_RECEIVED = "message.received"
 # Payload keys that carry a resume token. The log stores the pause reference instead and
 # the envelope fills the token in from the sealed copy.
 TOKEN_KEYS = ("Token", "PauseToken")
+# Keys that carry a sign-in's one-time state (tool.auth_required, a2a.auth_required): whoever
+# holds it can complete the sign-in, so they reach only those the token reaches, filled in
+# from the pause's payload.
+SIGN_IN_KEYS = ("AuthorizeURL", "State")
 SEALED = "<sealed>"  # placeholder a caller puts under a token key when the pause is passed
 
 
@@ -186,10 +191,11 @@ def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = 
     `atomic()` the row is written when the transaction ends; elsewhere at once."""
     conn = transaction.get_connection()
     assert conn.in_atomic_block, "events are written in the transaction of their change"
-    stored: dict[str, object] = {k: v for k, v in payload.items() if k not in TOKEN_KEYS}
+    held = TOKEN_KEYS + SIGN_IN_KEYS if pause is not None else TOKEN_KEYS
+    stored: dict[str, object] = {k: v for k, v in payload.items() if k not in held}
     if pause is not None:
         stored["_pause"] = pause.pk
-        stored["_token_keys"] = [k for k in TOKEN_KEYS if k in payload]
+        stored["_token_keys"] = [k for k in held if k in payload]
     event = Written(run=run, type=type, payload=stored, pause=pause, occurred_at=timezone.now())
     batch = _batch.get()
     if batch is not None and batch.holds(conn):
@@ -304,8 +310,9 @@ def _published(event: Written) -> dict:
     """What the live streams need to deliver an event without reading the database: its
     envelope (tokens left out, the tenant filled in by the receiver) and the inputs of the
     visibility rule (runs.identity.visibility.Viewer): the run's owner and, for a pause
-    event, the pausing identity, the cause and the sealed token."""
+    event, the pausing identity, the cause and the sealed token (and sign-in)."""
     pause = event.pause
+    keys = cast(list[str], event.payload.get("_token_keys", []))
     return {
         "envelope": envelope(event, tenant_slug="", with_tokens=False),
         "owner": event.run.owner_id,
@@ -317,7 +324,8 @@ def _published(event: Written) -> dict:
             "session": pause.identity_session,
             "cause": pause.cause,
             "sealed": pause.token_sealed,
-            "keys": event.payload.get("_token_keys", []),
+            "keys": keys,
+            "sign_in": _sealed_sign_in(pause, keys),
         },
     }
 
@@ -342,9 +350,7 @@ def envelope(event: "Event | Written", *, tenant_slug: str | None = None, with_t
     pause_id = payload.pop("_pause", None)
     token_keys = payload.pop("_token_keys", [])
     if token_keys and pause_id:
-        token = _pause_token(pause_id) if with_tokens else None
-        for key in token_keys:
-            payload[key] = token
+        payload.update(_pause_capabilities(pause_id, token_keys) if with_tokens else dict.fromkeys(token_keys))
     return {
         "type": event.type,
         "sequence": event.sequence,
@@ -357,12 +363,21 @@ def envelope(event: "Event | Written", *, tenant_slug: str | None = None, with_t
     }
 
 
-def _pause_token(pause_id: str) -> str | None:
+def capabilities(keys: list[str], token: str | None, pause_payload: dict | None) -> dict[str, object]:
+    """The values of a pause event's held keys, for a receiver the decision rule accepts:
+    the resume token, and a sign-in's address and state from the pause's payload."""
+    return {key: token if key in TOKEN_KEYS else (pause_payload or {}).get(key) for key in keys}
+
+
+def _pause_capabilities(pause_id: str, keys: list[str]) -> dict[str, object]:
     from approvals.domain.tokens import token_unseal
     from approvals.models import Pause
 
-    sealed = Pause.objects.filter(pk=pause_id).values_list("token_sealed", flat=True).first()
-    return token_unseal(sealed) if sealed else None
+    found = Pause.objects.filter(pk=pause_id).values_list("token_sealed", "payload").first()
+    if found is None:
+        return dict.fromkeys(keys)
+    sealed, pause_payload = found
+    return capabilities(keys, token_unseal(sealed) if sealed else None, pause_payload)
 
 
 # The ASGI server's event loop, once known. The in-memory channel layer lives on that
@@ -405,6 +420,14 @@ def _push(tenant_id: int, written: list[Written]) -> None:
         }
 
     _group_send([(group, message)])
+
+
+def _sealed_sign_in(pause: "Pause", keys: list[str]) -> str | None:
+    """A pushed pause event's sign-in values, sealed as its token is (the push crosses Redis)."""
+    from approvals.domain.tokens import token_seal
+
+    values = {key: pause.payload.get(key) for key in keys if key in SIGN_IN_KEYS}
+    return token_seal(json.dumps(values)) if values else None
 
 
 def close_streams(*, user_id: int, tenant_id: int | None = None, session_key: str | None = None) -> None:

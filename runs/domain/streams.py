@@ -14,6 +14,7 @@ copies and a thousand queues. Where Redis is configured, the Hub listens on Redi
 instead of the channel layer (runs.domain.pubsub), with the same contract."""
 
 import asyncio
+import json
 import logging
 import time
 import weakref
@@ -116,7 +117,8 @@ def read_after_shared(
             return plain[row.sequence]
         if row.sequence not in with_token:
             token = token_unseal(pause.token_sealed) if pause.token_sealed else None
-            payload = {**plain[row.sequence]["payload"], **dict.fromkeys(row.payload["_token_keys"], token)}
+            shown = events.capabilities(row.payload["_token_keys"], token, pause.payload)
+            payload = {**plain[row.sequence]["payload"], **shown}
             with_token[row.sequence] = {**plain[row.sequence], "payload": payload}
         return with_token[row.sequence]
 
@@ -158,7 +160,8 @@ def pushed_envelope(item: dict, *, tenant_slug: str, with_token: bool) -> Envelo
     pause = item.get("pause")
     if with_token and pause is not None:
         token = token_unseal(pause["sealed"]) if pause["sealed"] else None
-        envelope["payload"] = {**envelope["payload"], **dict.fromkeys(pause["keys"], token)}
+        sign_in = json.loads(token_unseal(pause["sign_in"]) or "{}") if pause.get("sign_in") else {}
+        envelope["payload"] = {**envelope["payload"], **events.capabilities(pause["keys"], token, sign_in)}
     return envelope
 
 

@@ -157,7 +157,7 @@ def _run_context(caller: Caller, run: Run) -> dict[str, Any]:
     }
 
 
-HIDDEN_KEYS = frozenset({"TaskID", "Token", "PauseToken"})
+HIDDEN_KEYS = frozenset({"TaskID", "Token", "PauseToken", "AuthorizeURL", "State"})  # capabilities, not news
 
 
 def _short(value: object) -> str:

@@ -310,7 +310,7 @@
 
   /* ---- Run page: the timeline streams in, the state follows -------------------------- */
 
-  const HIDDEN = new Set(["TaskID", "Token", "PauseToken"]);
+  const HIDDEN = new Set(["TaskID", "Token", "PauseToken", "AuthorizeURL", "State"]);
   function summary(payload) {
     return Object.entries(payload || {})
       .filter(([k, v]) => !k.startsWith("_") && !HIDDEN.has(k) && v !== null && v !== "" &&

@@ -2,10 +2,12 @@
 these, so the OpenAPI document and the wire are the same classes."""
 
 from collections.abc import Callable
+from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from approvals.domain.selectors import pause_payload_shown
 from approvals.domain.tokens import token_unseal
 from approvals.models import Cause, Pause, PauseState, Reason
 from runs.models import CancelPolicy, Run, RunStatus, SteeringInstruction
@@ -54,11 +56,16 @@ class PauseSnapshotSerializer(serializers.Serializer):
     resumed_at = serializers.DateTimeField(source="decided_at", allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True)
     decision = serializers.SerializerMethodField()
-    payload = serializers.DictField()
+    payload = serializers.SerializerMethodField(help_text="The cause's own fields (a sign-in's only with the token).")
 
     def get_token(self, pause: Pause) -> str | None:
         may_see_token: Callable[[str], bool] = self.context["may_see_token"]
         return token_unseal(pause.token_sealed) if may_see_token(pause.pk) else None
+
+    @extend_schema_field(serializers.DictField())
+    def get_payload(self, pause: Pause) -> dict[str, Any]:
+        may_see_token: Callable[[str], bool] = self.context["may_see_token"]
+        return pause_payload_shown(pause, may_see_token(pause.pk))
 
     def get_decision(self, pause: Pause) -> str | None:
         return pause.decision or None
