@@ -1,5 +1,6 @@
 """drf-spectacular hooks: the bearer scheme, the registered agents and GET /v1/events."""
 
+from functools import partial
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -29,13 +30,7 @@ def document_protocol(result: dict[str, Any], generator: object, request: object
     if "agent_id" in start:
         start["agent_id"]["enum"] = [agent.id for agent in all_agents()]
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    header = lambda name, description, schema: {  # noqa: E731
-        "in": "header",
-        "name": name,
-        "required": False,
-        "description": description,
-        "schema": schema,
-    }
+    header = partial(_parameter, "header")
     result.setdefault("paths", {})["/v1/events"] = {
         "get": {
             "operationId": "events_stream",
@@ -79,17 +74,23 @@ def document_protocol(result: dict[str, Any], generator: object, request: object
     return result
 
 
+def _parameter(
+    where: str, name: str, description: str, schema: dict[str, Any] | None = None, *, required: bool = False
+) -> dict[str, Any]:
+    return {
+        "in": where,
+        "name": name,
+        "required": required,
+        "description": description,
+        "schema": schema or {"type": "string"},
+    }
+
+
 def _oauth_callback(error: dict[str, Any]) -> dict[str, Any]:
     """PROTOCOL §6: the provider's redirect back, in the signed-in person's browser: a
     page, or JSON for a request that asks for it."""
     error = {"text/html": {"schema": {"type": "string"}}, **error}
-    query = lambda name, description: {  # noqa: E731
-        "in": "query",
-        "name": name,
-        "required": name == "state",  # and one of code or error
-        "description": description,
-        "schema": {"type": "string"},
-    }
+    query = partial(_parameter, "query")
     return {
         "get": {
             "operationId": "oauth_callback",
@@ -102,7 +103,7 @@ def _oauth_callback(error: dict[str, Any]) -> dict[str, Any]:
             "tags": ["oauth"],
             "security": [],  # no bearer token: the browser's Harbor login session
             "parameters": [
-                query("state", "The flow's one-time state."),
+                query("state", "The flow's one-time state.", required=True),  # and one of code or error
                 query("code", "The authorization code (unless `error`)."),
                 query("error", "The provider's error (access_denied: the person refused)."),
             ],
