@@ -7,8 +7,8 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from approvals.domain.tokens import SIGN_IN_SEALED, sign_in_unseal
 from approvals.models import Pause, PauseState
-from runs.domain import events
 from runs.domain.pagination import Page, paginate
 from runs.identity.callers import Caller
 from runs.identity.visibility import decidable_among, pauses_decide_filter, pauses_filter
@@ -165,9 +165,9 @@ def token_visibility(*, caller: Caller, pause_ids: Iterable[str | None]) -> Call
 
 def pause_payload_shown(pause: Pause, may_see_token: bool) -> dict[str, Any]:
     """A pause's payload as a reader sees it: a sign-in's address and one-time state only
-    beside the token (events.SIGN_IN_KEYS: who holds them can complete the sign-in)."""
-    payload = dict(pause.payload or {})
-    return payload if may_see_token else {k: v for k, v in payload.items() if k not in events.SIGN_IN_KEYS}
+    beside the token (tokens.SIGN_IN_KEYS: who holds them can complete the sign-in), unsealed."""
+    payload = {key: value for key, value in (pause.payload or {}).items() if key != SIGN_IN_SEALED}
+    return {**payload, **sign_in_unseal(pause.payload)} if may_see_token else payload
 
 
 def tokens_shown(*, caller: Caller, pauses: list[Pause]) -> Callable[[str | None], bool]:

@@ -11,7 +11,7 @@ from django.utils import timezone
 from approvals.a2a.answers import a2a_input
 from approvals.a2a.cancel import cancel_remote_on_commit
 from approvals.domain import refusals
-from approvals.domain.tokens import token_digest, token_mint, token_seal
+from approvals.domain.tokens import SIGN_IN_SEALED, sign_in_seal, token_digest, token_mint, token_seal
 from approvals.models import Cause, Decision, Pause, PauseState
 from runs.domain import events
 from runs.domain.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
@@ -65,7 +65,7 @@ def pause_park(
         identity_session=run.session,
         tool=tool,
         step=step,
-        payload=payload,
+        payload=sign_in_seal(payload),
         tool_context=tool_context or {},
         handle_keys=handle_keys or {},
         expires_at=now + deadline if deadline else None,
@@ -138,7 +138,7 @@ def pause_decide(
 
     if pause.cause == Cause.A2A:
         # The answer the remote agent gets: bounded, never empty (or the OAuth leg's sign-in).
-        input = a2a_input(pause.reason, input, signs_in="AuthorizeURL" in (pause.payload or {}))
+        input = a2a_input(pause.reason, input, signs_in=SIGN_IN_SEALED in (pause.payload or {}))
     _settle(pause, decision, actor=caller, reason=reason or "", decision_input=input)
     events.emit(
         run=run,

@@ -12,6 +12,7 @@ keys."""
 import base64
 import hashlib
 import hmac
+import json
 import secrets
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,6 +23,12 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 
 PREFIX = "hrbp_"
+
+# A sign-in's address and one-time state (tool.auth_required, a2a.auth_required): whoever
+# holds them can complete the sign-in, so a pause's payload keeps them sealed, as its token,
+# under one key; they are shown only where the token is.
+SIGN_IN_KEYS = ("AuthorizeURL", "State")
+SIGN_IN_SEALED = "_sign_in"
 
 
 @dataclass(frozen=True)
@@ -78,3 +85,18 @@ def token_unseal(sealed: str) -> str | None:
         return _fernet().decrypt(sealed.encode()).decode()
     except (InvalidToken, ValueError):
         return None
+
+
+def sign_in_seal(payload: dict) -> dict:
+    """A pause's payload as it is stored: its sign-in's address and state sealed."""
+    held = {key: payload[key] for key in SIGN_IN_KEYS if key in payload}
+    if not held:
+        return payload
+    kept = {key: value for key, value in payload.items() if key not in SIGN_IN_KEYS}
+    return {**kept, SIGN_IN_SEALED: token_seal(json.dumps(held))}
+
+
+def sign_in_unseal(payload: dict | None) -> dict:
+    """The sign-in's address and state a stored pause payload holds sealed ({}: none)."""
+    sealed = (payload or {}).get(SIGN_IN_SEALED)
+    return json.loads(token_unseal(sealed) or "{}") if isinstance(sealed, str) else {}

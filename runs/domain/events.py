@@ -5,7 +5,6 @@ channel layer only after it commits."""
 
 import asyncio
 import atexit
-import json
 import logging
 import os
 import threading
@@ -25,6 +24,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 from django.utils import timezone
 
+from approvals.domain import tokens
 from runs.domain import pubsub
 from runs.domain.event_types import Envelope, EventPayload
 from runs.domain.rows import Rows, Statement, alone, prepared_cursor
@@ -67,8 +67,8 @@ MESSAGE_RECEIVED = "message.received"
 TOKEN_KEYS = ("Token", "PauseToken")
 # Keys that carry a sign-in's one-time state (tool.auth_required, a2a.auth_required): whoever
 # holds it can complete the sign-in, so they reach only those the token reaches, filled in
-# from the pause's payload.
-SIGN_IN_KEYS = ("AuthorizeURL", "State")
+# from the pause's payload, where they are sealed.
+SIGN_IN_KEYS = tokens.SIGN_IN_KEYS
 SEALED = "<sealed>"  # placeholder a caller puts under a token key when the pause is passed
 
 
@@ -363,21 +363,20 @@ def envelope(event: "Event | Written", *, tenant_slug: str | None = None, with_t
     }
 
 
-def capabilities(keys: list[str], token: str | None, pause_payload: dict | None) -> dict[str, object]:
+def capabilities(keys: list[str], token: str | None, sign_in: dict) -> dict[str, object]:
     """The values of a pause event's held keys, for a receiver the decision rule accepts:
-    the resume token, and a sign-in's address and state from the pause's payload."""
-    return {key: token if key in TOKEN_KEYS else (pause_payload or {}).get(key) for key in keys}
+    the resume token, and a sign-in's address and state (tokens.sign_in_unseal)."""
+    return {key: token if key in TOKEN_KEYS else sign_in.get(key) for key in keys}
 
 
 def _pause_capabilities(pause_id: str, keys: list[str]) -> dict[str, object]:
-    from approvals.domain.tokens import token_unseal
     from approvals.models import Pause
 
     found = Pause.objects.filter(pk=pause_id).values_list("token_sealed", "payload").first()
     if found is None:
         return dict.fromkeys(keys)
     sealed, pause_payload = found
-    return capabilities(keys, token_unseal(sealed) if sealed else None, pause_payload)
+    return capabilities(keys, tokens.token_unseal(sealed) if sealed else None, tokens.sign_in_unseal(pause_payload))
 
 
 # The ASGI server's event loop, once known. The in-memory channel layer lives on that
@@ -423,11 +422,9 @@ def _push(tenant_id: int, written: list[Written]) -> None:
 
 
 def _sealed_sign_in(pause: "Pause", keys: list[str]) -> str | None:
-    """A pushed pause event's sign-in values, sealed as its token is (the push crosses Redis)."""
-    from approvals.domain.tokens import token_seal
-
-    values = {key: pause.payload.get(key) for key in keys if key in SIGN_IN_KEYS}
-    return token_seal(json.dumps(values)) if values else None
+    """A pushed pause event's sign-in, sealed as its token is (the push crosses Redis): as
+    the pause keeps it."""
+    return pause.payload.get(tokens.SIGN_IN_SEALED) if any(key in SIGN_IN_KEYS for key in keys) else None
 
 
 def close_streams(*, user_id: int, tenant_id: int | None = None, session_key: str | None = None) -> None:

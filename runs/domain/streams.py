@@ -26,7 +26,7 @@ from channels.layers import BaseChannelLayer
 from django.conf import settings
 
 from approvals.domain.selectors import token_visibility
-from approvals.domain.tokens import token_unseal
+from approvals.domain.tokens import sign_in_unseal, token_unseal
 from approvals.models import Pause
 from runs.domain import events, pubsub, selectors
 from runs.domain.errors import InvalidRequest
@@ -117,7 +117,7 @@ def read_after_shared(
             return plain[row.sequence]
         if row.sequence not in with_token:
             token = token_unseal(pause.token_sealed) if pause.token_sealed else None
-            shown = events.capabilities(row.payload["_token_keys"], token, pause.payload)
+            shown = events.capabilities(row.payload["_token_keys"], token, sign_in_unseal(pause.payload))
             payload = {**plain[row.sequence]["payload"], **shown}
             with_token[row.sequence] = {**plain[row.sequence], "payload": payload}
         return with_token[row.sequence]

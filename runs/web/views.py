@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals.domain import selectors as pause_selectors
+from approvals.domain.tokens import SIGN_IN_SEALED, sign_in_unseal
 from approvals.models import Cause, Pause
 from runs.domain import events, selectors
 from runs.domain.errors import HarborError
@@ -143,6 +144,9 @@ def _run_context(caller: Caller, run: Run) -> dict[str, Any]:
     return {
         "run": run,
         "pause": pause,
+        # A sign-in's address, sealed in the pause, only for the one who may complete it.
+        "signs_in": pause is not None and SIGN_IN_SEALED in pause.payload,
+        "sign_in_url": sign_in_unseal(pause.payload).get("AuthorizeURL", "") if pause and controls["resume"] else "",
         "controls": controls,
         "any_control": any(controls.values()),
         "scope": caller_scope(caller, run),

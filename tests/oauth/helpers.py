@@ -13,6 +13,7 @@ from tests.oauth_live import form_fields
 
 SHELL = """
 import json
+from approvals.domain.selectors import pause_payload_shown
 from approvals.models import Pause
 from approvals.oauth.models import OAuthCredential, OAuthFlow
 from runs.domain import events
@@ -83,7 +84,7 @@ def open_pause(harbor: LiveHarbor, run_id: str) -> dict:
     return in_server(
         harbor,
         f"p = Pause.objects.get(run_id={run_id!r}, state='paused'); "
-        "print(json.dumps({'id': p.pk, 'cause': p.cause, 'reason': p.reason, 'payload': p.payload}))",
+        "print(json.dumps({'id': p.pk, 'cause': p.cause, 'reason': p.reason, 'payload': pause_payload_shown(p, True)}))",
     )
 
 

@@ -3,11 +3,15 @@ sign-in for whoever holds them: they reach only those its resume token reaches (
 on every read: pause.list, tasks/get, the event log, the pages."""
 
 import json
+from importlib import import_module
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
 from django.test import Client
 
+from approvals.domain.tokens import sign_in_unseal
 from approvals.models import Cause, Pause, Reason
 from runs.domain import events
 from runs.domain.streams import pushed_envelope, read_after
@@ -63,6 +67,24 @@ def test_a_sign_in_reaches_only_those_its_token_reaches(api, people, signing):
             assert "Calendar" in html and STATE not in html and "data-oauth-signin" not in html, user
     stored = events.Event.objects.get(run_id=run, type="tool.auth_required").payload
     assert "AuthorizeURL" not in stored and "State" not in stored  # the log holds the pause's reference
+
+
+def test_a_sign_in_is_sealed_at_rest(api, signing):
+    """A copy of the database holds no state that completes the sign-in: the pause keeps it
+    sealed, as its resume token, and so does a pause parked before (migration 0009)."""
+    run = api.start("read my calendar", "signing")
+    drain()
+    stored = Pause.objects.get(run_id=run).payload
+    assert STATE not in json.dumps(stored) and stored["SourceName"] == "Calendar"
+    assert sign_in_unseal(stored) == {"AuthorizeURL": URL, "State": STATE}
+
+    migrated_apps = MigrationLoader(connection).project_state().apps  # as a migration sees the models
+    parked_before = {"SourceName": "Calendar", "AuthorizeURL": URL, "State": STATE}
+    migrated_apps.get_model("approvals", "Pause").objects.filter(run_id=run).update(payload=parked_before)
+    import_module("approvals.migrations.0009_sign_ins_sealed_at_rest").seal_sign_ins(migrated_apps, None)
+    migrated = Pause.objects.get(run_id=run).payload
+    assert STATE not in json.dumps(migrated) and sign_in_unseal(migrated) == {"AuthorizeURL": URL, "State": STATE}
+    assert api.ok("/v1/pause/list", {"filter": {"run_ids": [run]}})["snapshots"][0]["payload"]["State"] == STATE
 
 
 def test_a_pushed_sign_in_is_filled_in_only_for_a_stream_that_may_decide(api, signing):
