@@ -106,7 +106,7 @@ async def _runs_watched(url: str, headers: dict[str, str], pid: int, count: int,
                 frames[0] += line.startswith("id: ")
 
     async def one(api: httpx.AsyncClient) -> None:
-        body = {"query": "count to 3", "agent_id": "countdown"}
+        body = {"identity": {}, "query": "count to 3", "agent_id": "countdown"}
         run = (await api.post("/v1/control/start", json=body)).json()["task_id"]
         while (await api.post("/v1/tasks/get", json={"identity": {"run": run}})).json()["status"] != "complete":
             await asyncio.sleep(0.25)

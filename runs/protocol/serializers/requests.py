@@ -51,7 +51,7 @@ class TaskIdentitySerializer(IdentitySerializer):
 
 
 class StartRequestSerializer(serializers.Serializer):
-    identity = IdentitySerializer(required=False)
+    identity = IdentitySerializer()
     query = TextField(help_text="The run's goal, as the planner sees it.")
     agent_id = StrictCharField(required=False, max_length=64, help_text="deploy (default), countdown, tool_context, …")
     priority = StrictIntegerField(required=False, min_value=-1000, max_value=1000)
@@ -73,7 +73,7 @@ class ControlRequestSerializer(serializers.Serializer):
 
 
 class PageSerializer(serializers.Serializer):
-    identity = IdentitySerializer(required=False)
+    identity = IdentitySerializer()
     # Bounded, so the row offset always fits the database's integers.
     page = StrictIntegerField(required=False, min_value=1, max_value=PAGE_MAX, default=1)
     page_size = StrictIntegerField(required=False, min_value=1, max_value=PAGE_SIZE_MAX, default=PAGE_SIZE_DEFAULT)

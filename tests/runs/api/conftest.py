@@ -77,7 +77,11 @@ class Api:
             extra["HTTP_AUTHORIZATION"] = f"Bearer {token}"
         for name, value in (headers or {}).items():
             extra["HTTP_" + name.upper().replace("-", "_")] = value
-        data = raw if raw is not None else json.dumps({} if body is None else body)
+        if body is None:
+            body = {}
+        if isinstance(body, dict) and "identity" not in body:
+            body = {"identity": {}, **body}  # as every client sends it (PROTOCOL §2); raw= sends what it is given
+        data = raw if raw is not None else json.dumps(body)
         response = self.client.post(path, data=data, content_type="application/json", **extra)
         assert response["Content-Type"].startswith("application/json"), response.content[:200]
         return response

@@ -33,7 +33,10 @@ def test_start_answers_the_task_id_and_protocol_version(api):
 
 def test_start_defaults_to_the_deploy_agent_and_accepts_a_parent(api):
     parent = api.start()
-    child = api.ok("/v1/control/start", {"query": "deploy build 1", "parent_run": parent, "cancel_policy": "isolate"})
+    child = api.ok(
+        "/v1/control/start",
+        {"identity": {}, "query": "deploy build 1", "parent_run": parent, "cancel_policy": "isolate"},
+    )
     run = Run.objects.get(pk=child["task_id"])
     assert (run.agent_id, run.parent_id, run.cancel_policy) == ("deploy", parent, "isolate")
 
@@ -52,14 +55,14 @@ def test_start_with_an_idempotency_key_is_reused_per_identity(api):
     "body",
     [
         {"identity": {}},
-        {"query": ""},
-        {"query": 42},
-        {"query": "q", "agent_id": "nope"},
-        {"query": "q", "priority": "5"},
-        {"query": "q", "priority": True},
-        {"query": "q", "priority": 5000},
-        {"query": "q", "cancel_policy": "orphan"},
-        {"query": "q", "idempotency_key": ""},
+        {"identity": {}, "query": ""},
+        {"identity": {}, "query": 42},
+        {"identity": {}, "query": "q", "agent_id": "nope"},
+        {"identity": {}, "query": "q", "priority": "5"},
+        {"identity": {}, "query": "q", "priority": True},
+        {"identity": {}, "query": "q", "priority": 5000},
+        {"identity": {}, "query": "q", "cancel_policy": "orphan"},
+        {"identity": {}, "query": "q", "idempotency_key": ""},
         {"query": "q", "identity": "alice"},
     ],
 )
@@ -70,8 +73,8 @@ def test_start_refuses_malformed_requests(api, body):
 
 def test_start_with_an_unknown_or_foreign_parent_is_not_found(api):
     foreign = api.start(user="gina")
-    api.error("/v1/control/start", {"query": "q", "parent_run": foreign}, status=404, code="not_found")
-    api.error("/v1/control/start", {"query": "q", "parent_run": "01NOPE"}, status=404, code="not_found")
+    api.error("/v1/control/start", {"identity": {}, "query": "q", "parent_run": foreign}, status=404, code="not_found")
+    api.error("/v1/control/start", {"identity": {}, "query": "q", "parent_run": "01NOPE"}, status=404, code="not_found")
 
 
 # --- the nine methods: happy paths ---------------------------------------------------------------
@@ -411,7 +414,7 @@ def test_refusals_are_also_limited_per_address(api, settings):
 def test_token_expiry_claims_are_not_extendable_by_the_session_header(api):
     api.error(
         "/v1/control/start",
-        {"query": "q"},
+        {"identity": {}, "query": "q"},
         token=mint("alice", ttl=-120),
         headers={"X-Harbor-Session": "s"},
         status=401,

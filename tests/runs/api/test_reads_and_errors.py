@@ -106,7 +106,9 @@ def test_tasks_list_pages_with_counts_by_status(api):
     assert body["tasks"][0]["task_id"] == runs[2]
     pending = api.ok("/v1/tasks/list", {"filter": {"status": "pending"}})
     assert pending["total_rows"] == 2 and pending["counts"]["cancelled"] == 1
-    child = api.ok("/v1/control/start", {"query": "q", "agent_id": "countdown", "parent_run": runs[1]})["task_id"]
+    child = api.ok("/v1/control/start", {"identity": {}, "query": "q", "agent_id": "countdown", "parent_run": runs[1]})[
+        "task_id"
+    ]
     assert [t["task_id"] for t in api.ok("/v1/tasks/list", {"filter": {"parent": runs[1]}})["tasks"]] == [child]
     assert api.ok("/v1/tasks/list", {}, user="gina")["total_rows"] == 1
     assert api.ok("/v1/tasks/list", {}, user="mallory")["total_rows"] == 0  # a member sees their own
@@ -155,7 +157,7 @@ def test_every_error_code_is_reachable_with_its_status(api, settings):
         seen[response.json()["code"]] = response.status_code
 
     run = _parked(api)
-    record("/v1/control/start", {"query": ""})  # invalid_request
+    record("/v1/control/start", {"identity": {}, "query": ""})  # invalid_request
     record("/v1/tasks/list", user=None)  # identity_required
     record("/v1/tasks/list", token="x.y.z")  # auth_rejected
     record("/v1/control/prioritize", {"identity": {"run": run}, "payload": {"priority": 1}})  # scope_mismatch
@@ -165,7 +167,7 @@ def test_every_error_code_is_reachable_with_its_status(api, settings):
     api.control("approve", run, {})
     record("/v1/control/approve", {"identity": {"run": run}})  # already_resumed
     record("/v1/control/start", raw="x" * (70 * 1024))  # request_too_large
-    record("/v1/control/start", {"query": "x" * 5000})  # payload_invalid
+    record("/v1/control/start", {"identity": {}, "query": "x" * 5000})  # payload_invalid
     settings.HARBOR_REFUSALS_PER_IDENTITY = 0
     record("/v1/control/approve", {"identity": {"run": run}})  # rate_limited
     assert seen == {code: status for code, status in HTTP_STATUS.items() if code != "runtime_error"}
@@ -176,7 +178,7 @@ def test_an_unexpected_failure_is_a_json_500_runtime_error(api, monkeypatch, cap
         raise RuntimeError("boom")
 
     monkeypatch.setattr("runs.protocol.views.run_start", explode)
-    body = api.error("/v1/control/start", {"query": "q"}, status=500, code="runtime_error")
+    body = api.error("/v1/control/start", {"identity": {}, "query": "q"}, status=500, code="runtime_error")
     assert "boom" not in body["message"]
     assert "unexpected error" in caplog.text
 
@@ -221,8 +223,21 @@ def test_a_body_that_is_not_a_json_object_is_invalid(api, raw):
     assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
 
 
-def test_an_empty_body_means_defaults(api):
-    assert api.post("/v1/tasks/list", raw=b"").json()["page"] == 1
+def test_a_body_without_identity_is_invalid(api):
+    """Every method's body names the identity (`{}` at least: it comes from the token);
+    without it the body is not the method's shape (PROTOCOL §3)."""
+    for path, raw in (
+        ("/v1/tasks/list", b""),
+        ("/v1/tasks/list", b'{"page": 1}'),
+        ("/v1/pause/list", b"{}"),
+        ("/v1/control/start", b'{"query": "count to 3"}'),
+        ("/v1/tasks/get", b"{}"),
+        ("/v1/control/cancel", b"{}"),
+    ):
+        response = api.post(path, raw=raw)
+        assert (response.status_code, response.json()["code"]) == (400, "invalid_request"), path
+    assert not Run.objects.exists()
+    assert api.post("/v1/tasks/list", raw=b'{"identity": {}}').json()["page"] == 1  # the rest has defaults
 
 
 def test_curl_form_encoded_bodies_are_read_as_json(api):
@@ -230,7 +245,7 @@ def test_curl_form_encoded_bodies_are_read_as_json(api):
 
     response = api.client.post(
         "/v1/tasks/list",
-        data=json.dumps({"page": 2}),
+        data=json.dumps({"identity": {}, "page": 2}),
         content_type="application/x-www-form-urlencoded",
         HTTP_AUTHORIZATION=f"Bearer {mint('alice')}",
     )
@@ -255,14 +270,21 @@ def test_csrf_does_not_apply_to_bearer_requests(api):
     client = Client(enforce_csrf_checks=True)
     response = client.post(
         "/v1/control/start",
-        data=json.dumps({"query": "q", "agent_id": "countdown"}),
+        data=json.dumps({"identity": {}, "query": "q", "agent_id": "countdown"}),
         content_type="application/json",
         HTTP_AUTHORIZATION=f"Bearer {mint('alice')}",
     )
     assert response.status_code == 200 and Run.objects.count() == 1
 
 
-@pytest.mark.parametrize("raw", [b'{"query": "a\\u0000b"}', b'{"query": "\\ud800"}', b'{"query": "q", "x\\u0000": 1}'])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"identity": {}, "query": "a\\u0000b"}',
+        b'{"identity": {}, "query": "\\ud800"}',
+        b'{"identity": {}, "query": "q", "x\\u0000": 1}',
+    ],
+)
 def test_unstorable_strings_are_invalid_not_a_server_error(api, raw):
     response = api.post("/v1/control/start", raw=raw)
     assert (response.status_code, response.json()["code"]) == (400, "invalid_request")

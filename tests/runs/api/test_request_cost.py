@@ -129,7 +129,10 @@ def test_sequential_requests_run_on_one_thread_and_keep_its_connection(people_tx
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
             headers = {"Authorization": f"Bearer {mint('alice')}", "Content-Type": "application/json"}
-            return [(await client.post("/v1/tasks/list", json={}, headers=headers)).status_code for _ in range(2)]
+            return [
+                (await client.post("/v1/tasks/list", json={"identity": {}}, headers=headers)).status_code
+                for _ in range(2)
+            ]
 
     request_finished.connect(record)
     try:

@@ -69,7 +69,9 @@ def _wait_status(live, run, statuses, timeout=60, as_user="alice"):
 
 
 def test_a_reconnecting_client_gets_every_missed_event_exactly_once_in_order(live_harbor):
-    run = _post(live_harbor, "/v1/control/start", {"query": "count to 12", "agent_id": "countdown"})["task_id"]
+    run = _post(live_harbor, "/v1/control/start", {"identity": {}, "query": "count to 12", "agent_id": "countdown"})[
+        "task_id"
+    ]
     done = lambda e: e["event"] == "task.completed"  # noqa: E731
 
     prelude, first = read_events(live_harbor, _headers(**{"X-Harbor-Run": run, "Last-Event-ID": "0"}), limit=6)
@@ -106,9 +108,9 @@ def test_the_live_tail_delivers_new_events_and_filters_by_type(live_harbor):
     listener = threading.Thread(target=listen)
     listener.start()
     time.sleep(1.0)  # the stream is open and tailing (no Last-Event-ID: only new events)
-    results["run"] = _post(live_harbor, "/v1/control/start", {"query": "count to 2", "agent_id": "countdown"})[
-        "task_id"
-    ]
+    results["run"] = _post(
+        live_harbor, "/v1/control/start", {"identity": {}, "query": "count to 2", "agent_id": "countdown"}
+    )["task_id"]
     listener.join(60)
     mine = [e for e in results["events"] if e["data"]["run"] == results["run"]]
     assert [e["event"] for e in mine] == ["task.started", "task.completed"]
@@ -127,17 +129,25 @@ def test_a_cursor_past_the_head_starts_at_the_head(live_harbor):
     )
     listener.start()
     time.sleep(1.0)  # the stream is open and tailing
-    run = _post(live_harbor, "/v1/control/start", {"query": "count to 1", "agent_id": "countdown"})["task_id"]
+    run = _post(live_harbor, "/v1/control/start", {"identity": {}, "query": "count to 1", "agent_id": "countdown"})[
+        "task_id"
+    ]
     listener.join(60)
     assert [(e["event"], e["data"]["run"]) for e in results["events"]] == [("task.completed", run)]
 
 
 def test_the_stream_is_filtered_to_what_the_caller_may_see(live_harbor):
-    run = _post(live_harbor, "/v1/control/start", {"query": "count to 1", "agent_id": "countdown"})["task_id"]
+    run = _post(live_harbor, "/v1/control/start", {"identity": {}, "query": "count to 1", "agent_id": "countdown"})[
+        "task_id"
+    ]
     _wait_status(live_harbor, run, {"complete"})
     # Each of them has a run of their own, so an empty stream cannot pass for a filtered one.
-    ginas = _post(live_harbor, "/v1/control/start", {"query": "count to 1", "agent_id": "countdown"}, user="gina")
-    nias = _post(live_harbor, "/v1/control/start", {"query": "count to 1", "agent_id": "countdown"}, user="nia")
+    ginas = _post(
+        live_harbor, "/v1/control/start", {"identity": {}, "query": "count to 1", "agent_id": "countdown"}, user="gina"
+    )
+    nias = _post(
+        live_harbor, "/v1/control/start", {"identity": {}, "query": "count to 1", "agent_id": "countdown"}, user="nia"
+    )
     _wait_status(live_harbor, ginas["task_id"], {"complete"}, as_user="gina")
     _wait_status(live_harbor, nias["task_id"], {"complete"}, as_user="nia")
     _, seen_by_gina = read_events(live_harbor, _headers("gina", **{"Last-Event-ID": "0"}), idle=2)
@@ -172,7 +182,9 @@ def test_a_stream_that_cannot_open_answers_json(live_harbor, user, headers, para
 def test_a_run_the_caller_cannot_see_yields_an_empty_stream(live_harbor):
     """As in Harbor: 200 and no events, whether the run is unknown, of another tenant, or
     of another member; nothing tells them apart."""
-    run = _post(live_harbor, "/v1/control/start", {"query": "count to 1", "agent_id": "countdown"})["task_id"]
+    run = _post(live_harbor, "/v1/control/start", {"identity": {}, "query": "count to 1", "agent_id": "countdown"})[
+        "task_id"
+    ]
     _wait_status(live_harbor, run, {"complete"})
     for user, named in [("gina", run), ("mallory", run), ("alice", "01NOSUCHRUN")]:
         _, seen = read_events(live_harbor, _headers(user, **{"X-Harbor-Run": named, "Last-Event-ID": "0"}), idle=1.5)
@@ -211,9 +223,12 @@ def test_a_revoked_member_is_sent_no_token_and_the_stream_ends(live_harbor):
     pause's token, which the decision rule would now refuse her, never reaches her stream."""
     import threading
 
-    run = _post(live_harbor, "/v1/control/start", {"query": "count to 200", "agent_id": "countdown"}, user="rita")[
-        "task_id"
-    ]
+    run = _post(
+        live_harbor,
+        "/v1/control/start",
+        {"identity": {}, "query": "count to 200", "agent_id": "countdown"},
+        user="rita",
+    )["task_id"]
     got: list[dict] = []
     ended = threading.Event()
 
@@ -246,7 +261,9 @@ def test_a_revoked_member_is_sent_no_token_and_the_stream_ends(live_harbor):
 
 
 def test_an_admin_streams_the_whole_tenant(live_harbor):
-    bobs = _post(live_harbor, "/v1/control/start", {"query": "count to 1", "agent_id": "countdown"}, user="bob")
+    bobs = _post(
+        live_harbor, "/v1/control/start", {"identity": {}, "query": "count to 1", "agent_id": "countdown"}, user="bob"
+    )
     _wait_status(live_harbor, bobs["task_id"], {"complete"}, as_user="bob")
     headers = {**_headers(scopes=["admin"]), "Last-Event-ID": "0"}
     _, seen = read_events(live_harbor, headers, params={"admin": "1"}, idle=2)
