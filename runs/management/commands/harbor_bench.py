@@ -150,10 +150,11 @@ def _langgraph(database: str) -> _LangGraph | None:
     builder.add_edge(START, "gate")
     builder.add_edge("gate", END)
     sent = [0]
+    scratch = tempfile.TemporaryDirectory(prefix="harbor-bench-langgraph-")
     if database == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver
 
-        context: Any = SqliteSaver.from_conn_string(str(Path(tempfile.mkdtemp()) / "langgraph.sqlite3"))
+        context: Any = SqliteSaver.from_conn_string(str(Path(scratch.name) / "langgraph.sqlite3"))
     else:
         from langgraph.checkpoint.postgres import PostgresSaver
 
@@ -195,6 +196,7 @@ def _langgraph(database: str) -> _LangGraph | None:
 
     def close() -> None:
         context.__exit__(None, None, None)
+        scratch.cleanup()
 
     return _LangGraph(cycle, statements, close, saver.conn.info.backend_pid if database != "sqlite" else 0)
 
