@@ -47,6 +47,7 @@ def test_an_unknown_state_is_flow_not_found(oauth_harbor) -> None:
 
 
 def test_another_person_cannot_complete_the_sign_in_state_mismatch(oauth_harbor, live_provider) -> None:
+    forget_credentials(oauth_harbor, "bob")  # whatever another test left: none may appear here
     alice, run_id, payload = parked(oauth_harbor)
     callback = ProviderBrowser(live_provider, "bob").consent(payload["AuthorizeURL"])  # bob's own provider login
     path = callback.removeprefix(oauth_harbor.url)
