@@ -1,6 +1,6 @@
 """GET /v1/tools/oauth/callback (PROTOCOL §6): where the provider sends the person back.
 Every outcome is a page a person can read and a protocol error code a program can branch
-on (JSON when the request asks for it)."""
+on (JSON for any client that does not ask for HTML, as a browser does)."""
 
 import logging
 from dataclasses import dataclass
@@ -36,7 +36,9 @@ class Outcome:
 
 
 def _respond(request: HttpRequest, outcome: Outcome) -> HttpResponse:
-    if "application/json" in request.headers.get("Accept", "") and "text/html" not in request.headers.get("Accept", ""):
+    """A page for a browser (which asks for HTML), JSON for any other client: nothing under
+    /v1/ answers a program with an HTML error page."""
+    if "text/html" not in request.headers.get("Accept", ""):
         if outcome.status == 200:
             return JsonResponse({"status": "authorization_complete", "run": outcome.run_id, "source": outcome.source})
         body = {"code": outcome.code, "error": outcome.code, "message": outcome.message}

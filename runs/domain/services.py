@@ -367,8 +367,9 @@ def _apply_prioritize(run: Run, priority: int) -> None:
 
 def _narrate_rejection(caller: Caller, run_id: object, method: str, error: HarborError) -> None:
     """The stream narrates refused controls too (control.received then control.rejected),
-    on runs the caller can see; the refused change itself was rolled back."""
-    if error.code == "not_found" or not isinstance(run_id, str):
+    on runs the caller can see (a wrong token's 404 included); the refused change itself
+    was rolled back."""
+    if not isinstance(run_id, str):
         return
     with events.atomic():
         # Run lock first, as everywhere: writing an event for a run while another

@@ -47,7 +47,11 @@ def document_protocol(result: dict[str, Any], generator: object, request: object
                     "Replay every retained event after this sequence, then tail live.",
                     {"type": "string", "pattern": "^[0-9]{1,18}$"},
                 ),
-                header("X-Harbor-Run", "Only this run's events.", {"type": "string"}),
+                header(
+                    "X-Harbor-Run",
+                    "Only this run's events (one the caller cannot see yields none: 200, never 404).",
+                    {"type": "string"},
+                ),
                 header("X-Harbor-Event-Type", "Only these event types (comma-separated).", {"type": "string"}),
                 header("X-Harbor-Session", "Replaces the token's session claim.", {"type": "string"}),
                 {
@@ -66,7 +70,6 @@ def document_protocol(result: dict[str, Any], generator: object, request: object
                 "400": {"description": "invalid_request", "content": error},
                 "401": {"description": "identity_required, auth_rejected", "content": error},
                 "403": {"description": "identity_scope_required (?admin=1 without admin)", "content": error},
-                "404": {"description": "not_found (X-Harbor-Run unknown or not visible)", "content": error},
             },
         }
     }
@@ -98,7 +101,7 @@ def _oauth_callback(error: dict[str, Any]) -> dict[str, Any]:
             "description": (
                 "Completes a tool's sign-in: the one-time `state` names the flow, bound to the pausing identity "
                 "(the Harbor login session of the browser) and its pause; the code is exchanged with PKCE (S256). "
-                "Answers an HTML page; JSON when the request accepts application/json and not text/html."
+                "Answers a browser (which asks for text/html) with a page, any other client with JSON."
             ),
             "tags": ["oauth"],
             "security": [],  # no bearer token: the browser's Harbor login session

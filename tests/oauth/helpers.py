@@ -29,8 +29,12 @@ def in_server(harbor: LiveHarbor, body: str, *, env: dict | None = None) -> Any:
     return json.loads(output.strip().splitlines()[-1])
 
 
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
 def signed_in(harbor: LiveHarbor, person: str) -> httpx.Client:
-    client = httpx.Client(base_url=harbor.url, timeout=30)
+    # As a browser: its navigations ask for HTML (the callback answers other clients in JSON).
+    client = httpx.Client(base_url=harbor.url, timeout=30, headers={"Accept": BROWSER_ACCEPT})
     page = client.get("/login/")
     answer = client.post(
         "/login/", data={**form_fields(page.text), "username": person, "password": harbor.logins[person]}

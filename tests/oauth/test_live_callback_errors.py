@@ -9,7 +9,16 @@ import httpx
 from tests.live import free_port
 from tests.oauth_live import ProviderBrowser, form_fields
 
-from .helpers import in_server, open_pause, pause_states, run_state, signed_in, start_calendar_run, wait_status
+from .helpers import (
+    BROWSER_ACCEPT,
+    in_server,
+    open_pause,
+    pause_states,
+    run_state,
+    signed_in,
+    start_calendar_run,
+    wait_status,
+)
 from .test_live_signin import forget_credentials
 
 JSON = {"Accept": "application/json"}
@@ -176,7 +185,7 @@ def test_a_signed_out_browser_is_asked_to_sign_in_first(oauth_harbor, live_provi
     flow has is unknown to anyone, signed in or not (PROTOCOL §6)."""
     _, run_id, payload = parked(oauth_harbor)
     callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
-    anonymous = httpx.Client(base_url=oauth_harbor.url)
+    anonymous = httpx.Client(base_url=oauth_harbor.url, headers={"Accept": BROWSER_ACCEPT})
     page = anonymous.get(callback.removeprefix(oauth_harbor.url))
     assert page.status_code == 401 and "Sign in to Harbor" in page.text and "/login/?next=" in page.text
     assert pause_states(oauth_harbor, run_id) == [["paused", ""]]

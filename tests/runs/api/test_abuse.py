@@ -134,6 +134,18 @@ def test_the_oauth_callback_answers_other_methods_with_json_not_a_csrf_page(peop
     assert response["Allow"] == "GET, HEAD"
 
 
+@pytest.mark.parametrize("accept", ["", "*/*", "application/json", "application/json, text/plain"])
+def test_the_oauth_callback_answers_a_program_in_json_and_a_browser_with_a_page(people, accept):
+    """Nothing under /v1/ answers a program with an HTML error page (PROTOCOL §7); a person's
+    browser, which asks for HTML, reads one."""
+    response = Client().get("/v1/tools/oauth/callback?state=x", HTTP_ACCEPT=accept)
+    assert response["Content-Type"].startswith("application/json") and response.status_code == 400
+    assert response.json()["code"] == "invalid_request"
+    page = Client().get("/v1/tools/oauth/callback?state=x", HTTP_ACCEPT="text/html,application/xhtml+xml,*/*;q=0.8")
+    assert page.status_code == 400 and page["Content-Type"].startswith("text/html")
+    assert "<code>invalid_request</code>" in page.content.decode()
+
+
 def test_a_foreign_host_header_elsewhere_keeps_djangos_page(people):
     response = Client().get("/login/", HTTP_HOST="evil.example")
     assert response.status_code == 400 and not response["Content-Type"].startswith("application/json")

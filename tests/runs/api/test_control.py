@@ -515,3 +515,21 @@ def test_steering_waiting_on_a_run_that_ends_is_rejected_and_narrated(api):
     rejected = Event.objects.filter(run_id=run, type="control.rejected").get()
     assert rejected.payload["Type"] == "REDIRECT" and rejected.payload["Err"] == "the run is failed"
     assert not Run.objects.get(pk=run).steering_pending
+
+
+def test_a_decision_refused_as_not_found_is_narrated_on_a_run_the_caller_sees(api):
+    """PROTOCOL §4: the stream narrates control.received then control.rejected for every
+    refusal on a run the caller can see, a wrong token's 404 included; not on a run it
+    cannot see (another tenant's: nothing of it is revealed, nor written)."""
+    run, _ = _parked_deploy(api)
+    api.error(
+        "/v1/control/approve",
+        {"identity": {"run": run}, "payload": {"token": "hrbp_wrong"}},
+        status=404,
+        code="not_found",
+    )
+    narrated = list(Event.objects.filter(run_id=run, type__startswith="control.").values_list("type", "payload"))
+    assert [kind for kind, _ in narrated] == ["control.received", "control.rejected"]
+    assert narrated[1][1]["Err"] == "not_found"
+    api.error("/v1/control/cancel", {"identity": {"run": run}}, status=404, code="not_found", user="gina")
+    assert Event.objects.filter(run_id=run, type__startswith="control.").count() == 2
