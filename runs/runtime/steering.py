@@ -80,7 +80,7 @@ def run_cancel_now(run: Run, *, reason: str, cascaded: bool) -> None:
 def steering_apply_pending(run: Run) -> str | None:
     """Apply pending steering in arrival order at a step boundary (run lock held).
     Returns 'cancel' or 'pause' when the run must stop advancing."""
-    stop, cascaded = None, False
+    stop, cascaded, hard = None, False, False
     pending = list(SteeringInstruction.objects.filter(run=run, state=SteeringState.PENDING).order_by("id"))
     if any(instruction.instruction == Instruction.CANCEL for instruction in pending):
         lock_cascade(run)
@@ -103,10 +103,11 @@ def steering_apply_pending(run: Run) -> str | None:
                 payload=MessageReceived(TaskID=run.pk, Message=payload["message"]),
             )
         elif method in (Instruction.CANCEL, Instruction.PAUSE):
-            stop, cascaded = method, "cascaded_from" in payload
+            stop, cascaded, hard = method, "cascaded_from" in payload, bool(payload.get("hard"))
         settle_instruction(instruction, run, SteeringState.APPLIED)
     run.steering_pending = False
     run.save()
     if stop == Instruction.CANCEL:
-        run_cancel_now(run, reason="cancelled at a step boundary", cascaded=cascaded)
+        reason = "hard-cancelled: any step in flight interrupted" if hard else "cancelled at a step boundary"
+        run_cancel_now(run, reason=reason, cascaded=cascaded)
     return stop

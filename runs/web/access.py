@@ -9,6 +9,8 @@ from typing import Concatenate, ParamSpec, cast
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.contrib.auth.signals import user_logged_out
+from django.db import transaction
+from django.db.models.signals import post_save
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -108,3 +110,13 @@ def _close_on_logout(sender: type, request: HttpRequest, user: User | None, **kw
     session_key = getattr(getattr(request, "session", None), "session_key", None)
     if user is not None and session_key:
         events.close_streams(user_id=user.pk, session_key=web_session_for_key(session_key))
+
+
+@receiver(post_save, sender=User, dispatch_uid="harbor-recheck-streams-on-password-change")
+def _recheck_on_password_change(sender: type, instance: User, **kwargs: object) -> None:
+    """A new password signs the person's other login sessions out (their session keeps the
+    old password's hash): their websockets are re-checked at once, not at their next
+    periodic re-check, and close; the session that changed it stays signed in."""
+    if getattr(instance, "_password", None) is not None:  # set_password, saved now (AbstractBaseUser.save)
+        user_id = instance.pk
+        transaction.on_commit(lambda: events.close_streams(user_id=user_id))

@@ -229,7 +229,7 @@ def run_steer(request: MemberRequest, run_id: str, method: str) -> HttpResponse:
         if receipt.replayed:
             messages.info(request, f"{method} was already sent; it was not sent twice.")
         else:
-            messages.success(request, CONFIRMATIONS.get(method, f"{method} sent."))
+            messages.success(request, _confirmation(method, payload, receipt.instruction.state))
     return redirect(back)
 
 
@@ -244,6 +244,16 @@ CONFIRMATIONS = {
     "user_message": "Message sent.",
     "prioritize": "Priority changed.",
 }
+
+
+def _confirmation(method: str, payload: dict[str, Any], state: str) -> str:
+    """What the page says a control did: a cancel applied at once (a parked or queued run)
+    or one that interrupts the step in flight is not one waiting for a boundary."""
+    if method == Instruction.CANCEL and state == SteeringState.APPLIED:
+        return "Cancelled."
+    if method == Instruction.CANCEL and payload.get("hard"):
+        return "Cancel sent: the step in flight is interrupted and the run stops."
+    return CONFIRMATIONS.get(method, f"{method} sent.")
 
 
 # --- Start a run --------------------------------------------------------------------------------

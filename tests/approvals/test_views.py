@@ -150,6 +150,7 @@ def test_other_causes_render_their_own_intervention(client, people, payload):
     page = signed_in(client, "ada").get("/inbox/").content.decode()
     if cause == "a2a":
         assert "Which region?" in page and 'name="input"' in page
+        assert "Which region?" in signed_in(client, "alice").get(f"/console/runs/{run.pk}/").content.decode()
     else:
         assert 'href="https://example.test/authorize"' in page and "Sign in to GitHub" in page
 

@@ -234,6 +234,20 @@ async def test_a_password_change_closes_an_open_socket(people_tx, settings):
     assert await bob.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
 
 
+async def test_a_password_change_closes_the_other_sessions_sockets_at_once(people_tx, settings):
+    """Not at the next periodic re-check: a socket left open meanwhile would still be sent
+    resume tokens of a session the new password signed out."""
+    settings.HARBOR_WS_RECHECK_SECONDS = 60
+    bob, connected, _ = await connect(user="bob")
+    assert connected
+    run = await start(people_tx, "alice")
+    assert (await bob.receive_json_from(timeout=5))["run"] == run.pk  # checked, and live
+    while not await bob.receive_nothing(timeout=2):  # the rest of the run's start, and quiet
+        await bob.receive_output()
+    await change_password("bob")
+    assert await bob.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
+
+
 async def test_a_cursor_past_the_head_starts_at_the_head(people_tx):
     """A page that saw a longer log (reset since) hears what comes next, rather than nothing
     until the log grows past its cursor."""

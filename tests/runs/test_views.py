@@ -161,7 +161,8 @@ def test_errors_are_shown_plainly(people):
     ada = signed_in("ada")
     ada.post(f"/console/runs/{run.pk}/steer/prioritize/", {"priority": "7"})
     assert Run.objects.get(pk=run.pk).priority == 7
-    ada.post(f"/console/runs/{run.pk}/steer/cancel/", {"hard": "on"})
+    cancelled = ada.post(f"/console/runs/{run.pk}/steer/cancel/", {"hard": "on"}, follow=True).content.decode()
+    assert "Cancelled." in cancelled and "step boundary" not in cancelled  # a queued run: at once
     ended = ada.post(f"/console/runs/{run.pk}/steer/pause/", follow=True).content.decode()
     assert "Not found" in ended and "nothing left to steer" in ended
 
