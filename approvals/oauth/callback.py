@@ -15,8 +15,8 @@ from runs.protocol.errors import method_not_allowed
 from runs.web.access import web_caller
 
 from . import client
-from .completion import FlowGone, flow_complete, flow_deny
-from .flows import flow_expired, flow_find
+from .completion import FlowGone, flow_abandon, flow_claim, flow_complete, flow_deny, flow_release
+from .flows import begun_here, flow_expired, flow_find
 from .sealing import Unsealable, unseal
 from .sources import SourceMissing, source_get
 
@@ -35,7 +35,7 @@ class Outcome:
     authorize_url: str = ""
 
 
-def _respond(request: HttpRequest, outcome: Outcome) -> HttpResponse:
+def respond(request: HttpRequest, outcome: Outcome) -> HttpResponse:
     """A page for a browser (which asks for HTML), JSON for any other client: nothing under
     /v1/ answers a program with an HTML error page."""
     if "text/html" not in request.headers.get("Accept", ""):
@@ -52,10 +52,10 @@ def oauth_callback(request: HttpRequest) -> HttpResponse:
     if request.method not in ("GET", "HEAD"):
         return method_not_allowed(request.method, allow="GET, HEAD")
     try:
-        return _respond(request, _handle(request))
+        return respond(request, _handle(request))
     except Exception:  # a bug must still answer with the protocol's shape, never Django's page
         log.exception("OAuth callback failed")
-        return _respond(
+        return respond(
             request, Outcome(500, "runtime_error", "Something went wrong", "The sign-in could not be completed.")
         )
 
@@ -73,6 +73,14 @@ def _handle(request: HttpRequest) -> Outcome:
     if caller is None or caller.tenant.pk != flow.tenant_id or request.user.pk != flow.user_id:
         log.warning("OAuth callback for flow %s by %s refused: another identity", flow.pk, request.user)
         return Outcome(400, "state_mismatch", "Not your sign-in", "This sign-in was started for someone else.")
+    if not begun_here(request.session, flow):
+        log.warning("OAuth callback for flow %s refused: not begun in this browser", flow.pk)
+        return Outcome(
+            400,
+            "state_mismatch",
+            "Not begun in this browser",
+            "Sign-ins complete in the browser that began them: follow the sign-in link Harbor shows, here.",
+        )
     try:
         source = source_get(flow.tenant, flow.source_name)
     except SourceMissing:
@@ -109,11 +117,14 @@ def _handle(request: HttpRequest) -> Outcome:
             pause_id=flow.pause_id,
             **outcome,
         )
+    if not flow_claim(flow):  # a replay racing this one took it first
+        return Outcome(404, "flow_not_found", "Unknown sign-in", "This sign-in is unknown or was already used.")
     try:
         token = client.exchange_code(
             source, code=code, verifier=unseal(flow.verifier_sealed), redirect_uri=flow.redirect_uri
         )
     except (client.ProviderRefused, Unsealable) as refused:
+        flow_release(flow)
         log.warning("OAuth code exchange for flow %s refused: %s", flow.pk, refused)
         return Outcome(
             502,
@@ -124,6 +135,7 @@ def _handle(request: HttpRequest) -> Outcome:
             **outcome,
         )
     except client.ProviderDown as down:
+        flow_release(flow)
         return Outcome(
             502,
             "exchange_failed",
@@ -134,6 +146,12 @@ def _handle(request: HttpRequest) -> Outcome:
     try:
         flow_complete(flow=flow, source=source, token=token)
     except (FlowGone, HarborError) as gone:
+        # The run stopped waiting while the code was traded (a cancel won): nothing keeps the
+        # tokens, so the provider is asked to forget them.
+        flow_abandon(flow)
+        for key in ("refresh_token", "access_token"):
+            if token.get(key):
+                client.revoke(source, token[key])
         return Outcome(404, "flow_not_found", "Unknown sign-in", str(gone))
     return Outcome(
         200,

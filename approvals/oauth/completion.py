@@ -23,15 +23,36 @@ from .sources import Source, source_get
 SIGN_IN_CAUSES = (Cause.TOOL_OAUTH, Cause.A2A)
 
 
+EXCHANGING = "exchanging"  # a flow's outcome while one callback trades its code
+
+
 class FlowGone(Exception):
     """The flow was used, or its pause resolved, while the callback was working."""
 
 
-def _locked(flow: OAuthFlow) -> tuple[Run, Pause, OAuthFlow]:
+def flow_claim(flow: OAuthFlow) -> bool:
+    """Take an unused flow for one callback's code exchange, in one guarded UPDATE: the
+    provider takes a code once, so a replay arriving meanwhile finds the flow used (404),
+    not a refused exchange. False when another callback took it first."""
+    return bool(OAuthFlow.objects.filter(pk=flow.pk, used_at=None).update(used_at=timezone.now(), outcome=EXCHANGING))
+
+
+def flow_release(flow: OAuthFlow) -> None:
+    """Give a claimed flow back after an exchange the provider failed: the person may try again."""
+    OAuthFlow.objects.filter(pk=flow.pk, outcome=EXCHANGING).update(used_at=None, outcome="")
+
+
+def flow_abandon(flow: OAuthFlow) -> None:
+    """A claimed flow whose pause resolved meanwhile (a cancel won): used, never completed."""
+    OAuthFlow.objects.filter(pk=flow.pk, outcome=EXCHANGING).update(outcome="abandoned")
+
+
+def _locked(flow: OAuthFlow, *, claimed: bool) -> tuple[Run, Pause, OAuthFlow]:
     run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("owner", "tenant").get(pk=flow.run_id)
     pause = Pause.objects.select_for_update(no_key=True).get(pk=flow.pause_id)
     locked = OAuthFlow.objects.select_for_update().get(pk=flow.pk)
-    if locked.used_at is not None or not pause.is_open or pause.cause not in SIGN_IN_CAUSES:
+    usable = locked.outcome == EXCHANGING if claimed else locked.used_at is None
+    if not usable or not pause.is_open or pause.cause not in SIGN_IN_CAUSES:
         raise FlowGone("this sign-in was already completed, or the run no longer waits for it")
     return run, pause, locked
 
@@ -39,9 +60,9 @@ def _locked(flow: OAuthFlow) -> tuple[Run, Pause, OAuthFlow]:
 def flow_complete(*, flow: OAuthFlow, source: Source, token: dict) -> Pause:
     """Store the credential and resume the pause through the one decision path, as the
     pausing identity (the flow is bound to it, and the callback checked the signed-in
-    person is that identity)."""
+    person is that identity). The flow was claimed for this exchange (flow_claim)."""
     with events.atomic():
-        run, pause, locked = _locked(flow)
+        run, pause, locked = _locked(flow, claimed=True)
         credential_store(tenant=run.tenant, user=locked.user, source=source, token=token)
         OAuthFlow.objects.filter(pk=locked.pk).update(used_at=timezone.now(), outcome="completed")
         events.emit(
@@ -61,7 +82,7 @@ def flow_complete(*, flow: OAuthFlow, source: Source, token: dict) -> Pause:
 def flow_deny(*, flow: OAuthFlow, source: Source, error: str) -> Pause:
     """The person refused consent upstream: the pause resolves `reject` and the run ends."""
     with events.atomic():
-        run, pause, locked = _locked(flow)
+        run, pause, locked = _locked(flow, claimed=False)
         OAuthFlow.objects.filter(pk=locked.pk).update(used_at=timezone.now(), outcome="denied")
         reason = f"{locked.user.get_username()} denied access to {source.display_name} ({error})"
         pause_close(run=run, pause=pause, decision=Decision.REJECT, reason=reason)

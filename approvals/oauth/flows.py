@@ -2,15 +2,19 @@
 transaction that parks the run, claimed once by the callback.
 
 The `state` is 256 bits from a CSPRNG, kept only as a keyed digest; the PKCE verifier only
-sealed. A flow is bound to the pausing (tenant, user), the run and the pause, and lives for
-HARBOR_OAUTH_FLOW_TTL seconds."""
+sealed. A flow is bound to the pausing (tenant, user), the run and the pause, and to the
+browser that begins it (approvals.oauth.begin: its address is the pause's `AuthorizeURL`),
+and lives for HARBOR_OAUTH_FLOW_TTL seconds."""
 
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.contrib.sessions.backends.base import SessionBase
+from django.urls import reverse
 from django.utils import timezone
 
 from approvals.models import Pause
@@ -22,6 +26,8 @@ from .sealing import digests, seal
 from .sources import Source
 
 STATE_PREFIX = "hrbs_"
+_BEGUN = "harbor_oauth_begun"  # in a login session: the flows its browser began (the latest few)
+_KEPT = 10
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ def flow_begin(*, run: Run, source: Source) -> PendingFlow:
         state=state,
         verifier=verifier,
         redirect_uri=redirect_uri,
-        authorize_url=client.authorization_url(source, state=state, verifier=verifier, redirect_uri=redirect_uri),
+        authorize_url=sign_in_url(state),
     )
 
 
@@ -78,3 +84,20 @@ def flow_find(state: str) -> OAuthFlow | None:
 
 def flow_expired(flow: OAuthFlow) -> bool:
     return flow.expires_at <= timezone.now()
+
+
+def note_begun(session: SessionBase, flow: OAuthFlow) -> None:
+    """The browser of this login session began the flow (approvals.oauth.begin)."""
+    session[_BEGUN] = [*session.get(_BEGUN, [])[-(_KEPT - 1) :], flow.pk]
+
+
+def begun_here(session: SessionBase, flow: OAuthFlow) -> bool:
+    """Whether the browser of this login session began the flow: the one whose callback counts."""
+    return flow.pk in session.get(_BEGUN, [])
+
+
+def sign_in_url(state: str) -> str:
+    """Where a person begins the sign-in of `state` (the `AuthorizeURL` a pause carries):
+    Harbor's own address, on the origin the provider sends her back to."""
+    origin = urlsplit(settings.HARBOR_OAUTH_REDIRECT_URI)
+    return urlunsplit((origin.scheme, origin.netloc, reverse("oauth:begin"), urlencode({"state": state}), ""))

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.oauth.helpers import in_server, open_pause, pause_states, run_events, signed_in, wait_status
+from tests.oauth.helpers import begin, in_server, open_pause, pause_states, run_events, signed_in, wait_status
 from tests.oauth_live import ProviderBrowser, form_fields
 from tests.travel_desk import Desk, start_desk, stop_desk
 
@@ -50,7 +50,7 @@ def test_a_remote_sign_in_is_resolved_by_the_oauth_leg_and_the_same_task_gets_he
     assert (pause["cause"], pause["reason"]) == ("a2a", "external_event")
     required = [e["payload"] for e in run_events(oauth_harbor, run_id) if e["type"] == "a2a.auth_required"][-1]
     assert required["SourceName"] == "Demo Calendar" and required["Scopes"] == ["calendar.read"]
-    assert required["AuthorizeURL"].startswith(f"{live_provider.url}/o/authorize/")
+    assert required["AuthorizeURL"].startswith(f"{oauth_harbor.url}/accounts/sign-in/begin/?state=")
     assert required["PauseToken"].startswith("hrbp_") and required["RemoteTaskID"]
     inbox = alice.get("/inbox/").text
     assert "Sign in to Demo Calendar" in inbox and 'type="password"' not in inbox
@@ -63,7 +63,7 @@ def test_a_remote_sign_in_is_resolved_by_the_oauth_leg_and_the_same_task_gets_he
     assert again["id"] != pause["id"] and again["payload"]["AuthorizeURL"] != required["AuthorizeURL"]
     assert again["payload"]["RemoteTaskID"] == required["RemoteTaskID"]
 
-    callback = ProviderBrowser(live_provider, "alice").consent(again["payload"]["AuthorizeURL"])
+    callback = ProviderBrowser(live_provider, "alice").consent(begin(alice, again["payload"]["AuthorizeURL"]))
     page = alice.get(callback)
     assert page.status_code == 200 and "Authorization complete" in page.text
 

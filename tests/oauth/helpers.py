@@ -43,6 +43,14 @@ def signed_in(harbor: LiveHarbor, person: str) -> httpx.Client:
     return client
 
 
+def begin(client: httpx.Client, authorize_url: str) -> str:
+    """Follow a pause's AuthorizeURL in the person's browser (signed in to Harbor): Harbor
+    notes the browser as the one that began the sign-in and sends it on; where to."""
+    answer = client.get(authorize_url, follow_redirects=False)
+    assert answer.status_code == 302, answer.text[:300]
+    return answer.headers["location"]
+
+
 def start_calendar_run(client: httpx.Client) -> str:
     page = client.get("/console/new/")
     answer = client.post(

@@ -3,6 +3,7 @@ a person can read and a code a program can branch on (JSON when asked), and each
 pause as the table says."""
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
@@ -11,6 +12,7 @@ from tests.oauth_live import ProviderBrowser, form_fields
 
 from .helpers import (
     BROWSER_ACCEPT,
+    begin,
     in_server,
     open_pause,
     pause_states,
@@ -58,27 +60,32 @@ def test_an_unknown_state_is_flow_not_found(oauth_harbor) -> None:
 def test_another_person_cannot_complete_the_sign_in_state_mismatch(oauth_harbor, live_provider) -> None:
     forget_credentials(oauth_harbor, "bob")  # whatever another test left: none may appear here
     alice, run_id, payload = parked(oauth_harbor)
-    callback = ProviderBrowser(live_provider, "bob").consent(payload["AuthorizeURL"])  # bob's own provider login
-    path = callback.removeprefix(oauth_harbor.url)
     bob = signed_in(oauth_harbor, "bob")
-    page = bob.get(path, headers=JSON)
-    assert page.status_code == 400 and page.json()["code"] == "state_mismatch"
     gina = signed_in(oauth_harbor, "gina")  # another tenant
-    assert gina.get(path, headers=JSON).json()["code"] == "state_mismatch"
+    for other in (bob, gina):  # nobody else can begin her sign-in
+        expect(other, payload["AuthorizeURL"].removeprefix(oauth_harbor.url), 400, "state_mismatch")
+    # A code for her state from someone else's account at the provider (her provider address
+    # leaked), presented by anyone but the browser that began it: bob, gina, her other login.
+    provider_url = begin(alice, payload["AuthorizeURL"])
+    callback = ProviderBrowser(live_provider, "bob").consent(provider_url)  # bob's own provider login
+    path = callback.removeprefix(oauth_harbor.url)
+    for other in (bob, gina, signed_in(oauth_harbor, "alice")):
+        page = other.get(path, headers=JSON)
+        assert page.status_code == 400 and page.json()["code"] == "state_mismatch"
     assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
     count = in_server(
         oauth_harbor, "print(OAuthCredential.objects.filter(user__username__in=['alice', 'bob']).count())"
     )
     assert count == 0
-    # Alice herself still can.
-    fresh = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
+    # Alice herself, in the browser that began it, still can.
+    fresh = ProviderBrowser(live_provider, "alice").consent(provider_url)
     assert alice.get(fresh.removeprefix(oauth_harbor.url)).status_code == 200
     assert "Stand-up" in wait_status(oauth_harbor, run_id, "complete")["answer"]
 
 
 def test_a_denied_consent_is_authorization_denied_and_rejects_the_pause(oauth_harbor, live_provider) -> None:
     alice, run_id, payload = parked(oauth_harbor)
-    callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"], allow=False)
+    callback = ProviderBrowser(live_provider, "alice").consent(begin(alice, payload["AuthorizeURL"]), allow=False)
     assert "error=access_denied" in callback
     page = alice.get(callback)
     assert page.status_code == 400 and "<code>authorization_denied</code>" in page.text
@@ -93,13 +100,15 @@ def test_an_expired_flow_is_flow_expired_the_pause_stays_open_and_she_can_start_
     oauth_harbor, live_provider
 ) -> None:
     alice, run_id, payload = parked(oauth_harbor)
+    provider_url = begin(alice, payload["AuthorizeURL"])
     in_server(
         oauth_harbor,
         "from datetime import timedelta\nfrom django.utils import timezone\n"
         f"OAuthFlow.objects.filter(run_id={run_id!r}).update("
         "expires_at=timezone.now() - timedelta(seconds=1)); print(1)",
     )
-    callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
+    expect(alice, payload["AuthorizeURL"].removeprefix(oauth_harbor.url), 410, "flow_expired")  # too late to begin
+    callback = ProviderBrowser(live_provider, "alice").consent(provider_url)
     expect(alice, callback.removeprefix(oauth_harbor.url), 410, "flow_expired")
     assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
     assert run_state(oauth_harbor, run_id)["status"] == "paused"
@@ -114,7 +123,7 @@ def test_an_expired_flow_is_flow_expired_the_pause_stays_open_and_she_can_start_
     assert ready.status_code == 200 and link
     fresh_url = link.group(1).replace("&amp;", "&")
     assert httpx.URL(fresh_url).params["state"] != payload["State"]
-    fresh = ProviderBrowser(live_provider, "alice").consent(fresh_url)
+    fresh = ProviderBrowser(live_provider, "alice").consent(begin(alice, fresh_url))
     assert alice.get(fresh).status_code == 200
     assert "Stand-up" in wait_status(oauth_harbor, run_id, "complete")["answer"]
     # The first state was retired by the second sign-in.
@@ -150,7 +159,7 @@ def test_a_refused_exchange_is_exchange_failed_and_she_can_try_again(oauth_harbo
         "client_secret_sealed=seal('not-the-secret')); print(1)",
     )
     try:
-        callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
+        callback = ProviderBrowser(live_provider, "alice").consent(begin(alice, payload["AuthorizeURL"]))
         page = alice.get(callback)
         assert page.status_code == 502 and "<code>exchange_failed</code>" in page.text
         assert "invalid_client" in page.text and "try signing in again" in page.text
@@ -158,17 +167,18 @@ def test_a_refused_exchange_is_exchange_failed_and_she_can_try_again(oauth_harbo
     finally:
         _restore_source(oauth_harbor, live_provider)
     # The same sign-in link works again once the source is right.
-    retry = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
+    retry = ProviderBrowser(live_provider, "alice").consent(begin(alice, payload["AuthorizeURL"]))
     assert alice.get(retry).status_code == 200
     wait_status(oauth_harbor, run_id, "complete")
 
 
 def test_a_provider_that_is_down_answers_a_clear_page_not_a_500(oauth_harbor, live_provider) -> None:
     alice, run_id, payload = parked(oauth_harbor)
+    provider_url = begin(alice, payload["AuthorizeURL"])
     # A provider error that is not her refusal leaves the pause open.
     expect(alice, f"{CALLBACK}?state={payload['State']}&error=server_error", 502, "exchange_failed")
     assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
-    callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
+    callback = ProviderBrowser(live_provider, "alice").consent(provider_url)
     _set_source(oauth_harbor, token_url=f"http://127.0.0.1:{free_port()}/o/token/")  # nothing listens there
     try:
         page = alice.get(callback)
@@ -183,11 +193,32 @@ def test_a_provider_that_is_down_answers_a_clear_page_not_a_500(oauth_harbor, li
 def test_a_signed_out_browser_is_asked_to_sign_in_first(oauth_harbor, live_provider) -> None:
     """Her own sign-in's callback, in a browser signed out of Harbor meanwhile; a state no
     flow has is unknown to anyone, signed in or not (PROTOCOL §6)."""
-    _, run_id, payload = parked(oauth_harbor)
-    callback = ProviderBrowser(live_provider, "alice").consent(payload["AuthorizeURL"])
+    alice, run_id, payload = parked(oauth_harbor)
+    callback = ProviderBrowser(live_provider, "alice").consent(begin(alice, payload["AuthorizeURL"]))
     anonymous = httpx.Client(base_url=oauth_harbor.url, headers={"Accept": BROWSER_ACCEPT})
     page = anonymous.get(callback.removeprefix(oauth_harbor.url))
     assert page.status_code == 401 and "Sign in to Harbor" in page.text and "/login/?next=" in page.text
     assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
     unknown = anonymous.get(f"{CALLBACK}?state=hrbs_{'y' * 43}&code=abc", headers=JSON)
     assert unknown.status_code == 404 and unknown.json()["code"] == "flow_not_found"
+    # Beginning a sign-in signed out: the Harbor login first, then back to it.
+    begin_path = payload["AuthorizeURL"].removeprefix(oauth_harbor.url)
+    to_login = anonymous.get(begin_path, follow_redirects=False)
+    assert to_login.status_code == 302 and to_login.headers["location"].startswith("/login/?next=")
+    assert anonymous.get(f"/accounts/sign-in/begin/?state=hrbs_{'y' * 43}").status_code == 404
+
+
+def test_a_callback_replayed_at_the_same_moment_completes_once_the_rest_are_flow_not_found(
+    oauth_harbor, live_provider
+) -> None:
+    """The provider takes a code once: of the same callback sent at once, one completes the
+    sign-in and the rest find it used (PROTOCOL §6: a replayed callback is 404), not a
+    refused exchange that tells her the run still waits."""
+    alice, run_id, payload = parked(oauth_harbor)
+    callback = ProviderBrowser(live_provider, "alice").consent(begin(alice, payload["AuthorizeURL"]))
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: alice.get(callback, headers=JSON), range(8)))
+    assert sorted(answer.status_code for answer in answers) == [200] + [404] * 7
+    assert {answer.json().get("code") for answer in answers if answer.status_code == 404} == {"flow_not_found"}
+    assert pause_states(oauth_harbor, run_id) == [["resumed", "resume"]]
+    wait_status(oauth_harbor, run_id, "complete")

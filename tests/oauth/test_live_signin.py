@@ -9,7 +9,7 @@ import httpx
 
 from tests.oauth_live import ProviderBrowser, form_fields
 
-from .helpers import in_server, open_pause, pause_states, run_events, signed_in, start_calendar_run, wait_status
+from .helpers import begin, in_server, open_pause, pause_states, run_events, signed_in, start_calendar_run, wait_status
 
 
 def forget_credentials(harbor, person: str) -> None:
@@ -23,7 +23,7 @@ def sign_in_through_provider(harbor, provider, person: str, client: httpx.Client
     run_id = start_calendar_run(client)
     wait_status(harbor, run_id, "paused")
     pause = open_pause(harbor, run_id)
-    callback = ProviderBrowser(provider, person).consent(pause["payload"]["AuthorizeURL"])
+    callback = ProviderBrowser(provider, person).consent(begin(client, pause["payload"]["AuthorizeURL"]))
     return run_id, client.get(callback)
 
 
@@ -42,20 +42,21 @@ def test_a_run_parks_alice_signs_in_and_the_same_call_completes_with_her_calenda
     assert set(required) == {"SourceName", "AuthorizeURL", "State", "PauseToken", "Scopes"}
     assert required["SourceName"] == "Demo Calendar" and required["Scopes"] == ["calendar.read"]
     assert required["PauseToken"] == parked[-3]["payload"]["Token"] and required["PauseToken"].startswith("hrbp_")
-    url = httpx.URL(required["AuthorizeURL"])
+    assert required["AuthorizeURL"].startswith(f"{oauth_harbor.url}/accounts/sign-in/begin/?state=")
+    url = httpx.URL(begin(alice, required["AuthorizeURL"]))  # her browser begins it, Harbor sends it on
     assert str(url).startswith(f"{live_provider.url}/o/authorize/")
     assert url.params["state"] == required["State"] and url.params["code_challenge_method"] == "S256"
     assert len(required["State"]) >= 43  # 256 bits, URL-safe
 
     inbox = alice.get("/inbox/").text
-    assert "Sign in to Demo Calendar" in inbox and "code_challenge_method=S256" in inbox
+    assert "Sign in to Demo Calendar" in inbox and "/accounts/sign-in/begin/?state=" in inbox
     run_page = alice.get(f"/console/runs/{run_id}/").text
     link = re.search(
         r'<a class="button primary" href="([^"]+)"[^>]*data-oauth-signin>Sign in to Demo Calendar</a>', run_page
     )
     assert link and link.group(1).replace("&amp;", "&") == required["AuthorizeURL"]
 
-    callback = ProviderBrowser(live_provider, "alice").consent(required["AuthorizeURL"])
+    callback = ProviderBrowser(live_provider, "alice").consent(str(url))
     assert callback.startswith(f"{oauth_harbor.url}/v1/tools/oauth/callback?")
     page = alice.get(callback)
     assert page.status_code == 200 and "Authorization complete" in page.text

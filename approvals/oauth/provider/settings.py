@@ -55,7 +55,9 @@ DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("HARBOR_OAUTH_PROVIDER_DB", str(VAR_DIR / "oauth-provider.sqlite3")),
-        "OPTIONS": {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"},
+        # IMMEDIATE: concurrent token requests wait for the write lock (busy timeout), rather
+        # than fail "database is locked" upgrading a read to a write.
+        "OPTIONS": {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;", "transaction_mode": "IMMEDIATE"},
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -1,0 +1,59 @@
+"""Where a person begins a sign-in: GET /accounts/sign-in/begin/?state=… (the `AuthorizeURL`
+a tool_oauth or a2a sign-in pause carries). Her browser, signed in to Harbor as the pausing
+person, is noted in her login session as the one that began this flow, then sent on to the
+provider. The callback accepts the flow's code only in that browser: a code obtained by
+anyone else for the flow's state (an account of theirs at the provider) cannot be slipped
+into her session by a link, and nobody else can begin her sign-in at all."""
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from runs.web.access import web_caller
+
+from . import client
+from .callback import Outcome, respond
+from .flows import flow_expired, flow_find, note_begun
+from .sealing import Unsealable, unseal
+from .sources import SourceMissing, source_get
+
+
+@never_cache
+@require_GET
+def sign_in_begin(request: HttpRequest) -> HttpResponse:
+    flow = flow_find(request.GET.get("state", ""))
+    if flow is None or flow.used_at is not None:
+        return respond(
+            request, Outcome(404, "flow_not_found", "Unknown sign-in", "This sign-in is unknown or was already used.")
+        )
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    caller = web_caller(request)
+    if caller is None or caller.tenant.pk != flow.tenant_id or request.user.pk != flow.user_id:
+        return respond(
+            request, Outcome(400, "state_mismatch", "Not your sign-in", "This sign-in was started for someone else.")
+        )
+    if flow_expired(flow):
+        return respond(
+            request,
+            Outcome(
+                410,
+                "flow_expired",
+                "Sign-in expired",
+                "This sign-in took too long: start it again.",
+                pause_id=flow.pause_id,
+            ),
+        )
+    try:
+        source = source_get(flow.tenant, flow.source_name)
+        verifier = unseal(flow.verifier_sealed)
+    except (SourceMissing, Unsealable):
+        return respond(
+            request, Outcome(502, "exchange_failed", "Provider not configured", "This sign-in cannot begin.")
+        )
+    note_begun(request.session, flow)
+    state = request.GET["state"]
+    return HttpResponseRedirect(
+        client.authorization_url(source, state=state, verifier=verifier, redirect_uri=flow.redirect_uri)
+    )
