@@ -200,6 +200,10 @@ def test_the_run_page_shows_timeline_pause_and_state_fragment(people):
     assert "tool.approval_requested" in page and "deploy_to_production" in page
     assert controls_on(page) == {"approve", "reject"}  # an approver decides the gate, steers nothing
     assert "hrbp_" not in page  # the page never carries a resume token
+    assert "data-not-yours" not in page and "open in the inbox" in page
+    # Alice, signed in on the pages (another session than the run's): told why she cannot decide.
+    hers = signed_in("alice").get(f"/console/runs/{run.pk}/").content.decode()
+    assert "data-not-yours" in hers and "open in the inbox" not in hers and not controls_on(hers) & {"approve"}
     state = bob.get(f"/console/runs/{run.pk}/?fragment=state").content.decode()
     assert state.lstrip().startswith("<div data-state>") and 'data-key="paused:' in state
     pause = run.pauses.get()
