@@ -14,7 +14,7 @@ from runs.web.access import web_caller
 
 from . import client
 from .callback import Outcome, respond
-from .flows import flow_expired, flow_find, note_begun
+from .flows import begin_here, flow_expired, flow_find
 from .sealing import Unsealable, unseal
 from .sources import SourceMissing, source_get
 
@@ -22,8 +22,9 @@ from .sources import SourceMissing, source_get
 @never_cache
 @require_GET
 def sign_in_begin(request: HttpRequest) -> HttpResponse:
-    flow = flow_find(request.GET.get("state", ""))
-    if flow is None or flow.used_at is not None:
+    state = request.GET.get("state", "")
+    flow = flow_find(state)
+    if flow is None or flow.used_at is not None or not flow.pause.is_open:
         return respond(
             request, Outcome(404, "flow_not_found", "Unknown sign-in", "This sign-in is unknown or was already used.")
         )
@@ -52,8 +53,7 @@ def sign_in_begin(request: HttpRequest) -> HttpResponse:
         return respond(
             request, Outcome(502, "exchange_failed", "Provider not configured", "This sign-in cannot begin.")
         )
-    note_begun(request.session, flow)
-    state = request.GET["state"]
+    taken = begin_here(request.session, flow, state)
     return HttpResponseRedirect(
-        client.authorization_url(source, state=state, verifier=verifier, redirect_uri=flow.redirect_uri)
+        client.authorization_url(source, state=taken, verifier=verifier, redirect_uri=flow.redirect_uri)
     )

@@ -16,7 +16,7 @@ from runs.web.access import web_caller
 
 from . import client
 from .completion import FlowGone, flow_abandon, flow_claim, flow_complete, flow_deny, flow_release
-from .flows import begun_here, flow_expired, flow_find
+from .flows import begun_here, flow_expired, flow_find, split_state
 from .sealing import Unsealable, unseal
 from .sources import SourceMissing, source_get
 
@@ -38,7 +38,7 @@ class Outcome:
 def respond(request: HttpRequest, outcome: Outcome) -> HttpResponse:
     """A page for a browser (which asks for HTML), JSON for any other client: nothing under
     /v1/ answers a program with an HTML error page."""
-    if "text/html" not in request.headers.get("Accept", ""):
+    if request.get_preferred_type(["application/json", "text/html"]) != "text/html":
         if outcome.status == 200:
             return JsonResponse({"status": "authorization_complete", "run": outcome.run_id, "source": outcome.source})
         body = {"code": outcome.code, "error": outcome.code, "message": outcome.message}
@@ -61,11 +61,12 @@ def oauth_callback(request: HttpRequest) -> HttpResponse:
 
 
 def _handle(request: HttpRequest) -> Outcome:
-    state, code, error = (request.GET.get(name, "") for name in ("state", "code", "error"))
-    if not state or not (code or error):
+    returned, code, error = (request.GET.get(name, "") for name in ("state", "code", "error"))
+    if not returned or not (code or error):
         return Outcome(400, "invalid_request", "Incomplete sign-in", "The provider's answer lacks its state or code.")
+    state, nonce = split_state(returned)
     flow = flow_find(state)
-    if flow is None or flow.used_at is not None:
+    if flow is None or flow.used_at is not None or not flow.pause.is_open:
         return Outcome(404, "flow_not_found", "Unknown sign-in", "This sign-in is unknown or was already used.")
     if not request.user.is_authenticated:
         return Outcome(401, "identity_required", "Sign in first", "Sign in to Harbor, then follow the link again.")
@@ -73,7 +74,7 @@ def _handle(request: HttpRequest) -> Outcome:
     if caller is None or caller.tenant.pk != flow.tenant_id or request.user.pk != flow.user_id:
         log.warning("OAuth callback for flow %s by %s refused: another identity", flow.pk, request.user)
         return Outcome(400, "state_mismatch", "Not your sign-in", "This sign-in was started for someone else.")
-    if not begun_here(request.session, flow):
+    if not begun_here(request.session, flow, nonce):
         log.warning("OAuth callback for flow %s refused: not begun in this browser", flow.pk)
         return Outcome(
             400,
@@ -86,6 +87,15 @@ def _handle(request: HttpRequest) -> Outcome:
     except SourceMissing:
         return Outcome(502, "exchange_failed", "Provider not configured", f"The source {flow.source_name} is gone.")
     outcome = dict(source=source.display_name, run_id=flow.run_id)
+    if flow_expired(flow):  # before anything is traded or denied
+        return Outcome(
+            410,
+            "flow_expired",
+            "Sign-in expired",
+            "This sign-in took too long. The run still waits: start the sign-in again.",
+            pause_id=flow.pause_id,
+            **outcome,
+        )
     if error and error != "access_denied":
         # The provider failed the request itself (a bad scope, its own outage): not her refusal.
         return Outcome(
@@ -106,15 +116,6 @@ def _handle(request: HttpRequest) -> Outcome:
             "authorization_denied",
             "Access denied",
             f"You did not allow access to {source.display_name}: the run has ended.",
-            **outcome,
-        )
-    if flow_expired(flow):
-        return Outcome(
-            410,
-            "flow_expired",
-            "Sign-in expired",
-            "This sign-in took too long. The run still waits: start the sign-in again.",
-            pause_id=flow.pause_id,
             **outcome,
         )
     if not flow_claim(flow):  # a replay racing this one took it first

@@ -4,6 +4,7 @@ denial (the pause resolves `reject`, terminal). The code exchange happens before
 any transaction: a provider call never holds a lock."""
 
 from django.contrib.auth.models import User
+from django.db.models import Q
 from django.utils import timezone
 
 from approvals.domain.services import pause_close, pause_decide
@@ -103,6 +104,8 @@ def flow_restart(*, tenant: Tenant, user: User, pause_id: str) -> str:
         pause = Pause.objects.select_for_update(no_key=True).get(pk=pause_id)
         if not pause.is_open:
             raise FlowGone("the run no longer waits for this sign-in")
-        OAuthFlow.objects.filter(pause=pause, used_at=None).update(used_at=timezone.now(), outcome="superseded")
+        # A flow mid-exchange is retired too: a failed exchange must not give it back.
+        earlier = OAuthFlow.objects.filter(pause=pause).filter(Q(used_at=None) | Q(outcome=EXCHANGING))
+        earlier.update(used_at=timezone.now(), outcome="superseded")
         pending.bind(pause)
     return pending.authorize_url

@@ -26,8 +26,8 @@ from .sealing import digests, seal
 from .sources import Source
 
 STATE_PREFIX = "hrbs_"
-_BEGUN = "harbor_oauth_begun"  # in a login session: the flows its browser began (the latest few)
-_KEPT = 10
+_BEGUN = "harbor_oauth_begun"  # in a login session: {flow id: the nonce its browser began it with}
+_KEPT = 10  # the latest few
 
 
 @dataclass(frozen=True)
@@ -86,14 +86,30 @@ def flow_expired(flow: OAuthFlow) -> bool:
     return flow.expires_at <= timezone.now()
 
 
-def note_begun(session: SessionBase, flow: OAuthFlow) -> None:
-    """The browser of this login session began the flow (approvals.oauth.begin)."""
-    session[_BEGUN] = [*session.get(_BEGUN, [])[-(_KEPT - 1) :], flow.pk]
+def begin_here(session: SessionBase, flow: OAuthFlow, state: str) -> str:
+    """The browser of this login session begins the flow (approvals.oauth.begin): the state
+    it takes to the provider, the flow's own and a nonce kept in this session only. The
+    provider's answer counts only with both, so knowing the flow's state (every reader
+    the pause's token reaches does) forges neither a code nor a denial."""
+    nonce = secrets.token_urlsafe(16)
+    begun = dict(list(session.get(_BEGUN, {}).items())[-(_KEPT - 1) :])
+    session[_BEGUN] = {**begun, flow.pk: nonce}
+    return f"{state}{_NONCE}{nonce}"
 
 
-def begun_here(session: SessionBase, flow: OAuthFlow) -> bool:
-    """Whether the browser of this login session began the flow: the one whose callback counts."""
-    return flow.pk in session.get(_BEGUN, [])
+def begun_here(session: SessionBase, flow: OAuthFlow, nonce: str) -> bool:
+    """Whether the browser of this login session began the flow with this nonce."""
+    kept = session.get(_BEGUN, {}).get(flow.pk)
+    return bool(kept) and secrets.compare_digest(kept, nonce)
+
+
+def split_state(returned: str) -> tuple[str, str]:
+    """A provider's returned state: the flow's state, and the nonce of the browser that began it."""
+    state, _, nonce = returned.partition(_NONCE)
+    return state, nonce
+
+
+_NONCE = "."  # never in a state or nonce (URL-safe base64)
 
 
 def sign_in_url(state: str) -> str:

@@ -176,7 +176,8 @@ def test_a_provider_that_is_down_answers_a_clear_page_not_a_500(oauth_harbor, li
     alice, run_id, payload = parked(oauth_harbor)
     provider_url = begin(alice, payload["AuthorizeURL"])
     # A provider error that is not her refusal leaves the pause open.
-    expect(alice, f"{CALLBACK}?state={payload['State']}&error=server_error", 502, "exchange_failed")
+    taken = httpx.URL(provider_url).params["state"]  # the flow's state and her browser's nonce
+    expect(alice, f"{CALLBACK}?state={taken}&error=server_error", 502, "exchange_failed")
     assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
     callback = ProviderBrowser(live_provider, "alice").consent(provider_url)
     _set_source(oauth_harbor, token_url=f"http://127.0.0.1:{free_port()}/o/token/")  # nothing listens there
@@ -222,3 +223,34 @@ def test_a_callback_replayed_at_the_same_moment_completes_once_the_rest_are_flow
     assert {answer.json().get("code") for answer in answers if answer.status_code == 404} == {"flow_not_found"}
     assert pause_states(oauth_harbor, run_id) == [["resumed", "resume"]]
     wait_status(oauth_harbor, run_id, "complete")
+
+
+def test_knowing_her_state_forges_no_denial_and_a_late_one_is_flow_expired(oauth_harbor, live_provider) -> None:
+    """Whoever the pause's token reaches sees its State (an admin may); her browser began the
+    sign-in. A denial sent to her browser with that State alone is refused (the provider was
+    given the State with a nonce only her session holds), and once the flow expired even
+    her own denial is 410, not the end of her run."""
+    alice, run_id, payload = parked(oauth_harbor)
+    provider_url = begin(alice, payload["AuthorizeURL"])
+    expect(alice, f"{CALLBACK}?state={payload['State']}&error=access_denied", 400, "state_mismatch")
+    assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
+    in_server(
+        oauth_harbor,
+        "from datetime import timedelta\nfrom django.utils import timezone\n"
+        f"OAuthFlow.objects.filter(run_id={run_id!r}).update("
+        "expires_at=timezone.now() - timedelta(seconds=1)); print(1)",
+    )
+    taken = httpx.URL(provider_url).params["state"]
+    expect(alice, f"{CALLBACK}?state={taken}&error=access_denied", 410, "flow_expired")
+    assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
+
+
+def test_a_cancelled_runs_sign_in_cannot_begin_or_complete(oauth_harbor, live_provider) -> None:
+    alice, run_id, payload = parked(oauth_harbor)
+    provider_url = begin(alice, payload["AuthorizeURL"])
+    form = form_fields(alice.get(f"/console/runs/{run_id}/").text)
+    assert alice.post(f"/console/runs/{run_id}/steer/cancel/", data=form).status_code == 302
+    assert run_state(oauth_harbor, run_id)["status"] == "cancelled"
+    expect(alice, payload["AuthorizeURL"].removeprefix(oauth_harbor.url), 404, "flow_not_found")
+    callback = ProviderBrowser(live_provider, "alice").consent(provider_url)
+    expect(alice, callback.removeprefix(oauth_harbor.url), 404, "flow_not_found")  # no code traded for nothing

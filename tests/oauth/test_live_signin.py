@@ -45,7 +45,8 @@ def test_a_run_parks_alice_signs_in_and_the_same_call_completes_with_her_calenda
     assert required["AuthorizeURL"].startswith(f"{oauth_harbor.url}/accounts/sign-in/begin/?state=")
     url = httpx.URL(begin(alice, required["AuthorizeURL"]))  # her browser begins it, Harbor sends it on
     assert str(url).startswith(f"{live_provider.url}/o/authorize/")
-    assert url.params["state"] == required["State"] and url.params["code_challenge_method"] == "S256"
+    # The provider is given the flow's state with a nonce only this browser's session holds.
+    assert url.params["state"].startswith(required["State"] + ".") and url.params["code_challenge_method"] == "S256"
     assert len(required["State"]) >= 43  # 256 bits, URL-safe
 
     inbox = alice.get("/inbox/").text

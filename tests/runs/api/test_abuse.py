@@ -134,7 +134,9 @@ def test_the_oauth_callback_answers_other_methods_with_json_not_a_csrf_page(peop
     assert response["Allow"] == "GET, HEAD"
 
 
-@pytest.mark.parametrize("accept", ["", "*/*", "application/json", "application/json, text/plain"])
+@pytest.mark.parametrize(
+    "accept", ["", "*/*", "application/json", "application/json, text/plain", "application/json, text/html;q=0"]
+)
 def test_the_oauth_callback_answers_a_program_in_json_and_a_browser_with_a_page(people, accept):
     """Nothing under /v1/ answers a program with an HTML error page (PROTOCOL §7); a person's
     browser, which asks for HTML, reads one."""
