@@ -4,6 +4,7 @@ cannot drift from the code. Runs in both CI passes: bin/run always serves the em
 default, on its own port, data directory and SQLite file."""
 
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -84,3 +85,4 @@ def test_the_protocol_walkthrough_runs_against_bin_run():
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, 9)
         log.close()
+        shutil.rmtree(scratch, ignore_errors=True)  # its keys and secrets with it
