@@ -1,9 +1,10 @@
 """Where a person begins a sign-in: GET /accounts/sign-in/begin/?state=… (the `AuthorizeURL`
 a tool_oauth or a2a sign-in pause carries). Her browser, signed in to Harbor as the pausing
-person, is noted in her login session as the one that began this flow, then sent on to the
-provider. The callback accepts the flow's code only in that browser: a code obtained by
-anyone else for the flow's state (an account of theirs at the provider) cannot be slipped
-into her session by a link, and nobody else can begin her sign-in at all."""
+person, is sent on to the provider with the flow's state and a nonce kept only in her login
+session (flows.begin_here). The callback accepts a code, or a denial, only with that nonce,
+in that session: knowing the state does not let anyone else slip a code of theirs (an
+account of theirs at the provider) or a denial into her browser, and nobody else can begin
+her sign-in at all."""
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
