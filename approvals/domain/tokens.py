@@ -98,5 +98,9 @@ def sign_in_seal(payload: dict) -> dict:
 
 def sign_in_unseal(payload: dict | None) -> dict:
     """The sign-in's address and state a stored pause payload holds sealed ({}: none)."""
-    sealed = (payload or {}).get(SIGN_IN_SEALED)
+    return sign_in_open((payload or {}).get(SIGN_IN_SEALED))
+
+
+def sign_in_open(sealed: object) -> dict:
+    """A sealed sign-in's address and state (as a pause keeps it, or a push carries it)."""
     return json.loads(token_unseal(sealed) or "{}") if isinstance(sealed, str) else {}

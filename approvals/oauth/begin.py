@@ -11,10 +11,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from runs.web.access import web_caller
-
 from . import client
-from .callback import Outcome, respond
+from .callback import NOT_YOURS, UNKNOWN, Outcome, is_flows_person, respond
 from .flows import begin_here, flow_expired, flow_find
 from .sealing import Unsealable, unseal
 from .sources import SourceMissing, source_get
@@ -25,17 +23,12 @@ from .sources import SourceMissing, source_get
 def sign_in_begin(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state", "")
     flow = flow_find(state)
-    if flow is None or flow.used_at is not None or not flow.pause.is_open:
-        return respond(
-            request, Outcome(404, "flow_not_found", "Unknown sign-in", "This sign-in is unknown or was already used.")
-        )
+    if flow is None:
+        return respond(request, UNKNOWN)
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
-    caller = web_caller(request)
-    if caller is None or caller.tenant.pk != flow.tenant_id or request.user.pk != flow.user_id:
-        return respond(
-            request, Outcome(400, "state_mismatch", "Not your sign-in", "This sign-in was started for someone else.")
-        )
+    if not is_flows_person(request, flow):
+        return respond(request, NOT_YOURS)
     if flow_expired(flow):
         return respond(
             request,

@@ -17,6 +17,7 @@ from runs.web.access import web_caller
 from . import client
 from .completion import FlowGone, flow_abandon, flow_claim, flow_complete, flow_deny, flow_release
 from .flows import begun_here, flow_expired, flow_find, split_state
+from .models import OAuthFlow
 from .sealing import Unsealable, unseal
 from .sources import SourceMissing, source_get
 
@@ -33,6 +34,16 @@ class Outcome:
     run_id: str = ""
     pause_id: str = ""
     authorize_url: str = ""
+
+
+UNKNOWN = Outcome(404, "flow_not_found", "Unknown sign-in", "This sign-in is unknown or was already used.")
+NOT_YOURS = Outcome(400, "state_mismatch", "Not your sign-in", "This sign-in was started for someone else.")
+
+
+def is_flows_person(request: HttpRequest, flow: OAuthFlow) -> bool:
+    """Whether the signed-in person, in the tenant the pages show, is the flow's."""
+    caller = web_caller(request)
+    return caller is not None and caller.tenant.pk == flow.tenant_id and request.user.pk == flow.user_id
 
 
 def respond(request: HttpRequest, outcome: Outcome) -> HttpResponse:
@@ -66,14 +77,13 @@ def _handle(request: HttpRequest) -> Outcome:
         return Outcome(400, "invalid_request", "Incomplete sign-in", "The provider's answer lacks its state or code.")
     state, nonce = split_state(returned)
     flow = flow_find(state)
-    if flow is None or flow.used_at is not None or not flow.pause.is_open:
-        return Outcome(404, "flow_not_found", "Unknown sign-in", "This sign-in is unknown or was already used.")
+    if flow is None:
+        return UNKNOWN
     if not request.user.is_authenticated:
         return Outcome(401, "identity_required", "Sign in first", "Sign in to Harbor, then follow the link again.")
-    caller = web_caller(request)
-    if caller is None or caller.tenant.pk != flow.tenant_id or request.user.pk != flow.user_id:
+    if not is_flows_person(request, flow):
         log.warning("OAuth callback for flow %s by %s refused: another identity", flow.pk, request.user)
-        return Outcome(400, "state_mismatch", "Not your sign-in", "This sign-in was started for someone else.")
+        return NOT_YOURS
     if not begun_here(request.session, flow, nonce):
         log.warning("OAuth callback for flow %s refused: not begun in this browser", flow.pk)
         return Outcome(
@@ -119,7 +129,7 @@ def _handle(request: HttpRequest) -> Outcome:
             **outcome,
         )
     if not flow_claim(flow):  # a replay racing this one took it first
-        return Outcome(404, "flow_not_found", "Unknown sign-in", "This sign-in is unknown or was already used.")
+        return UNKNOWN
     try:
         token = client.exchange_code(
             source, code=code, verifier=unseal(flow.verifier_sealed), redirect_uri=flow.redirect_uri

@@ -76,10 +76,13 @@ def flow_begin(*, run: Run, source: Source) -> PendingFlow:
 
 
 def flow_find(state: str) -> OAuthFlow | None:
-    """The flow a callback's `state` names (under any configured key), used or not."""
+    """The flow a `state` names (under any configured key), if it is unused and its pause
+    still waits: the only one a sign-in may begin or complete."""
     if not state.startswith(STATE_PREFIX) or len(state) > 200:
         return None
-    return OAuthFlow.objects.select_related("tenant", "user", "pause").filter(state_digest__in=digests(state)).first()
+    flows = OAuthFlow.objects.select_related("tenant", "user", "pause").filter(state_digest__in=digests(state))
+    flow = flows.filter(used_at=None).first()
+    return flow if flow is not None and flow.pause.is_open else None
 
 
 def flow_expired(flow: OAuthFlow) -> bool:

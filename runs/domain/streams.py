@@ -14,7 +14,6 @@ copies and a thousand queues. Where Redis is configured, the Hub listens on Redi
 instead of the channel layer (runs.domain.pubsub), with the same contract."""
 
 import asyncio
-import json
 import logging
 import time
 import weakref
@@ -26,7 +25,7 @@ from channels.layers import BaseChannelLayer
 from django.conf import settings
 
 from approvals.domain.selectors import token_visibility
-from approvals.domain.tokens import sign_in_unseal, token_unseal
+from approvals.domain.tokens import sign_in_open, sign_in_unseal, token_unseal
 from approvals.models import Pause
 from runs.domain import events, pubsub, selectors
 from runs.domain.errors import InvalidRequest
@@ -160,8 +159,8 @@ def pushed_envelope(item: dict, *, tenant_slug: str, with_token: bool) -> Envelo
     pause = item.get("pause")
     if with_token and pause is not None:
         token = token_unseal(pause["sealed"]) if pause["sealed"] else None
-        sign_in = json.loads(token_unseal(pause["sign_in"]) or "{}") if pause.get("sign_in") else {}
-        envelope["payload"] = {**envelope["payload"], **events.capabilities(pause["keys"], token, sign_in)}
+        shown = events.capabilities(pause["keys"], token, sign_in_open(pause.get("sign_in")))
+        envelope["payload"] = {**envelope["payload"], **shown}
     return envelope
 
 

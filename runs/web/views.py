@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals.domain import selectors as pause_selectors
-from approvals.domain.tokens import SIGN_IN_SEALED, sign_in_unseal
+from approvals.domain.tokens import SIGN_IN_SEALED
 from approvals.models import Cause, Pause
 from runs.domain import events, selectors
 from runs.domain.errors import HarborError
@@ -146,7 +146,9 @@ def _run_context(caller: Caller, run: Run) -> dict[str, Any]:
         "pause": pause,
         # A sign-in's address, sealed in the pause, only for the one who may complete it.
         "signs_in": pause is not None and SIGN_IN_SEALED in pause.payload,
-        "sign_in_url": sign_in_unseal(pause.payload).get("AuthorizeURL", "") if pause and controls["resume"] else "",
+        "sign_in_url": pause_selectors.pause_payload_shown(pause, True).get("AuthorizeURL", "")
+        if pause and controls["resume"]
+        else "",
         "controls": controls,
         "any_control": any(controls.values()),
         "scope": caller_scope(caller, run),
@@ -161,7 +163,7 @@ def _run_context(caller: Caller, run: Run) -> dict[str, Any]:
     }
 
 
-HIDDEN_KEYS = frozenset({"TaskID", "Token", "PauseToken", "AuthorizeURL", "State"})  # capabilities, not news
+HIDDEN_KEYS = frozenset({"TaskID", *events.TOKEN_KEYS, *events.SIGN_IN_KEYS})  # capabilities, not news
 
 
 def _short(value: object) -> str:
