@@ -4,7 +4,8 @@ The pool checks a connection as it hands it out (CONN_HEALTH_CHECKS: one empty q
 psycopg_pool tries a pool of dead ones one by one, backing off 1 s, 2 s, 4 s… between them:
 after a restart, a failover or a proxy's idle timeout (which drop every connection at once),
 a request waited past the pool's timeout and failed. Here the first dead connection found
-sends the pool to check all it holds, so the next one handed out is a live or a new one."""
+sends the pool to check all it holds, so the next one handed out is a live or a new one.
+It also remembers a COMMIT whose outcome the loss of its connection left unknown."""
 
 from typing import Any
 
@@ -21,6 +22,17 @@ def check_connection(conn: Any) -> None:
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    # A COMMIT that failed may still have been applied by the server, when what failed was
+    # the connection: such a request is not answered again (runs.protocol.lost_connection).
+    commit_in_doubt = False
+
+    def _commit(self) -> None:
+        try:
+            super()._commit()  # type: ignore[misc]  # the stubs have no _commit
+        except Exception:
+            self.commit_in_doubt = True
+            raise
+
     @property
     def pool(self) -> ConnectionPool | None:
         pool = super().pool  # type: ignore[misc]  # Django 5.1+; the stubs have no pool yet

@@ -14,6 +14,8 @@ from runs.domain.errors import (
     RateLimited,
 )
 
+from . import lost_connection
+
 log = logging.getLogger("harbor.api")
 
 
@@ -75,6 +77,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return error_response("auth_rejected", _drf_message(exc.detail))
     if isinstance(exc, (drf.PermissionDenied, DjangoPermissionDenied)):
         return error_response("scope_mismatch", "permission denied")
+    if lost_connection.was_lost(exc):
+        message = lost_connection.lost_message()
+        lost_connection.reconnect()
+        log.warning("answering %s: %s", _path(context), message)
+        return error_response("runtime_error", message, headers={"Retry-After": "1"})
     if isinstance(exc, drf.APIException) and exc.status_code < 500:
         # ParseError, UnsupportedMediaType, NotAcceptable, ValidationError: the request's fault.
         return error_response("invalid_request", _drf_message(exc.detail))

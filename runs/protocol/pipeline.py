@@ -27,6 +27,7 @@ from runs.identity.callers import Caller
 from runs.protocol import serializers as s
 from runs.protocol.auth import BearerAuthentication
 
+from . import lost_connection
 from .errors import _drf_message, exception_handler
 
 # --- The request pipeline -----------------------------------------------------------------
@@ -131,6 +132,21 @@ class ProtocolView(APIView):
 
     def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response]:
         return exception_handler
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        lost_connection.begin()
+        self.answered_again = False
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        except lost_connection.AnswerAgain:
+            lost_connection.reconnect()
+            self.answered_again = True  # once: a second loss is answered as an error
+            return super().dispatch(request, *args, **kwargs)
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if not self.answered_again and lost_connection.may_answer_again(exc):
+            raise lost_connection.AnswerAgain from exc
+        return super().handle_exception(exc)
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         # A wrong HTTP method is answered 405 before anything else looks at the request.

@@ -50,6 +50,7 @@ from runs.domain.streams import (
 )
 from runs.identity.callers import Caller, caller_resolve
 from runs.identity.visibility import Viewer, viewer_of
+from runs.protocol import lost_connection
 from runs.protocol.auth import bearer_token, caller_from_headers
 from runs.protocol.errors import harbor_error_response, method_not_allowed
 
@@ -73,13 +74,13 @@ class Plan:
 
 def _in_pool_thread(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     """Run a blocking DB read off the event loop, on a pool thread (never a dedicated one),
-    and hand that thread's connections back afterwards (PostgreSQL's to the pool): an idle
+    again on a new connection if its own was lost (runs.protocol.lost_connection), and hand that thread's connections back afterwards (PostgreSQL's to the pool): an idle
     stream holds none. The pool's few threads keep their SQLite connections for
     CONN_MAX_AGE, as requests' threads do: opening one costs more than a read."""
 
     def call(*args: Any, **kwargs: Any) -> T:
         try:
-            return fn(*args, **kwargs)
+            return lost_connection.once_more_if_lost(fn, *args, **kwargs)
         finally:
             close_old_connections()
 

@@ -1,0 +1,121 @@
+"""A /v1/ request whose database connection the server drops mid-way (a restart, a failover)
+is answered again on a new connection, and applies once; one dropped during its COMMIT is
+answered `runtime_error`, saying it may have taken effect, and applies once when it is sent
+again with its event_id. PostgreSQL, its backends really terminated."""
+
+import psycopg
+import pytest
+from django.db import connection
+
+from approvals.models import Pause, PauseState
+from runs.models import Event, Run, RunStatus
+from runs.protocol import lost_connection
+from runs.runtime.dispatch import drain
+from tests.conftest import requires_postgres
+
+from .conftest import Api
+
+pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _terminate_own_backend() -> None:
+    pid = connection.connection.info.backend_pid
+    params = {k: v for k, v in connection.get_connection_params().items() if k != "cursor_factory"}
+    with psycopg.connect(**params, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+class Drop:
+    """Drops the request's connection just before its first statements containing `marker`."""
+
+    def __init__(self, marker: str, times: int = 1) -> None:
+        self.marker, self.times, self.dropped = marker, times, 0
+
+    def __call__(self, execute, sql, params, many, context):
+        if self.dropped < self.times and self.marker in sql:
+            self.dropped += 1
+            _terminate_own_backend()
+        return execute(sql, params, many, context)
+
+
+@pytest.fixture
+def api(people_tx) -> Api:
+    return Api()
+
+
+def _parked_deploy(api: Api) -> tuple[str, str]:
+    run = api.start("deploy build 42 to staging", "deploy")
+    drain()
+    return run, Pause.objects.get(run_id=run).pk
+
+
+def _decisions(run: str) -> list[str]:
+    return list(Event.objects.filter(run_id=run, type="pause.resumed").values_list("type", flat=True))
+
+
+def test_a_read_whose_connection_was_dropped_is_answered_again(api):
+    run, _ = _parked_deploy(api)
+    drop = Drop('FROM "approvals_pause"')
+    with connection.execute_wrapper(drop):
+        body = api.ok("/v1/pause/list", {"identity": {}})
+    assert drop.dropped == 1
+    assert [snapshot["run"] for snapshot in body["snapshots"]] == [run]
+
+
+def test_a_start_whose_connection_was_dropped_before_its_commit_starts_one_run(api):
+    drop = Drop('INSERT INTO "runs_run"')
+    with connection.execute_wrapper(drop):
+        body = api.ok("/v1/control/start", {"identity": {}, "query": "count to 2", "agent_id": "countdown"})
+    assert drop.dropped == 1
+    assert list(Run.objects.values_list("pk", flat=True)) == [body["task_id"]]
+
+
+def test_an_approval_whose_connection_was_dropped_before_its_commit_lands_once(api):
+    run, pause = _parked_deploy(api)
+    drop = Drop('UPDATE "approvals_pause"')
+    with connection.execute_wrapper(drop):
+        api.ok("/v1/control/approve", {"identity": {"run": run}, "payload": {}})
+    assert drop.dropped == 1
+    assert Pause.objects.get(pk=pause).state == PauseState.RESUMED
+    assert _decisions(run) == ["pause.resumed"]
+    drain()
+    assert Run.objects.get(pk=run).status == RunStatus.COMPLETE
+
+
+def test_an_approval_whose_commit_was_dropped_says_so_and_applies_once_when_sent_again(api, monkeypatch):
+    run, pause = _parked_deploy(api)
+    commit = connection.commit
+
+    def dropped_commit() -> None:
+        monkeypatch.undo()  # one COMMIT lost; the next request's are not
+        _terminate_own_backend()
+        commit()
+
+    monkeypatch.setattr(connection, "commit", dropped_commit)
+    body = {"identity": {"run": run}, "payload": {}, "event_id": "approve-1"}
+    answer = api.post("/v1/control/approve", body)
+    assert answer.status_code == 500
+    assert answer.json()["code"] == "runtime_error"
+    assert "may have taken effect" in answer.json()["message"]
+    assert answer["Retry-After"] == "1"
+    assert Pause.objects.get(pk=pause).state == PauseState.PAUSED  # this time it had not
+
+    api.ok("/v1/control/approve", body)
+    api.ok("/v1/control/approve", body)  # acknowledged again, applied once
+    assert _decisions(run) == ["pause.resumed"]
+
+
+def test_a_connection_dropped_twice_is_answered_runtime_error(api):
+    drop = Drop('FROM "runs_run"', times=2)
+    with connection.execute_wrapper(drop):
+        answer = api.post("/v1/tasks/list", {"identity": {}})
+    assert drop.dropped == 2
+    assert answer.status_code == 500
+    assert answer.json() == {"code": "runtime_error", "message": "the database connection was lost; try again"}
+
+
+def test_a_stream_read_whose_connection_was_dropped_is_read_again(people_tx):
+    drop = Drop("SELECT 1")
+    with connection.execute_wrapper(drop):
+        assert lost_connection.once_more_if_lost(lambda: connection.cursor().execute("SELECT 1").fetchone()) == (1,)
+    assert drop.dropped == 1
