@@ -10,6 +10,7 @@ from runs.domain.errors import PayloadInvalid
 from runs.models import Run, RunStatus, SteeringInstruction, ToolCall
 from runs.runtime.dispatch import drain
 from tests.a2a.helpers import configure, open_pause, payloads, remote, start, steer
+from tests.travel_desk import restart_desk, start_desk, stop_desk
 
 
 def drain_in_thread() -> None:
@@ -101,6 +102,32 @@ def test_auth_required_parks_on_external_event_and_a_resume_with_the_credential_
     # The steering audit (tasks/get's history, the admin) keeps the credentials sealed too.
     inputs = [i.payload["input"] for i in SteeringInstruction.objects.filter(run=run).order_by("pk")]
     assert inputs == ["<sealed>", "<sealed>", "May 1"]
+
+
+def test_a_restarted_desk_goes_on_with_the_tasks_it_had(people_tx):
+    """The desk keeps its tasks in its store, not in memory: a run parked at its sign-in,
+    then at its question, goes on with the same remote task across two restarts."""
+    desk = start_desk()
+    try:
+        configure(people_tx, desk.url)
+        run = start(people_tx, "Book a flight to Oslo, this needs auth")
+        drain()
+        task_id = payloads(run, "a2a.auth_required")[0]["RemoteTaskID"]
+
+        restart_desk(desk)
+        assert remote(desk.url, task_id).state == "auth-required"
+        steer(people_tx, run, "resume", {"input": "desk-code-42"})
+        drain()
+        assert open_pause(run).payload["Question"] == "Which date do you want to fly?"
+
+        restart_desk(desk)
+        steer(people_tx, run, "resume", {"input": "June 2"})
+        drain()
+        run.refresh_from_db()
+        assert run.status == RunStatus.COMPLETE and "Oslo on June 2" in run.answer
+        assert remote(desk.url, task_id).state == "completed"
+    finally:
+        stop_desk(desk)
 
 
 @pytest.mark.parametrize(

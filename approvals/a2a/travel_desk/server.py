@@ -1,5 +1,6 @@
 """The travel desk's HTTP face: its agent card at the well-known address and the A2A
-JSON-RPC endpoint, as a Starlette app served by uvicorn."""
+JSON-RPC endpoint, as a Starlette app served by uvicorn. Its tasks are kept in a SQLite file
+(the SDK's DatabaseTaskStore), so a restarted desk goes on with the tasks it had."""
 
 import argparse
 import os
@@ -9,8 +10,9 @@ from contextlib import asynccontextmanager
 import uvicorn
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore
+from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from sqlalchemy.ext.asyncio import create_async_engine
 from starlette.applications import Starlette
 
 from .desk import TravelDesk
@@ -41,9 +43,10 @@ def agent_card(base_url: str, *, streaming: bool) -> AgentCard:
     )
 
 
-def create_app(base_url: str, *, streaming: bool = True) -> Starlette:
+def create_app(base_url: str, *, store: str, streaming: bool = True) -> Starlette:
     card = agent_card(base_url, streaming=streaming)
-    handler = DefaultRequestHandler(agent_executor=TravelDesk(), task_store=InMemoryTaskStore(), agent_card=card)
+    engine = create_async_engine(f"sqlite+aiosqlite:///{store}")
+    handler = DefaultRequestHandler(agent_executor=TravelDesk(), task_store=DatabaseTaskStore(engine), agent_card=card)
     routes = [
         *create_agent_card_routes(agent_card=card),
         *create_jsonrpc_routes(request_handler=handler, rpc_url=RPC_PATH),
@@ -53,6 +56,7 @@ def create_app(base_url: str, *, streaming: bool = True) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         await handler.aclose()  # no task left running at shutdown
+        await engine.dispose()
 
     return Starlette(routes=routes, lifespan=lifespan)
 
@@ -62,6 +66,12 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=int(os.environ.get("HARBOR_TRAVEL_DESK_PORT", "8002")))
     parser.add_argument("--no-streaming", action="store_true", help="offer no streaming: callers poll")
+    parser.add_argument(
+        "--store",
+        default=os.environ.get("HARBOR_TRAVEL_DESK_STORE")
+        or os.path.join(os.environ.get("HARBOR_VAR_DIR", "var"), "travel-desk.sqlite3"),
+        help="the SQLite file its tasks are kept in",
+    )
     args = parser.parse_args()
-    app = create_app(f"http://{args.host}:{args.port}", streaming=not args.no_streaming)
+    app = create_app(f"http://{args.host}:{args.port}", store=args.store, streaming=not args.no_streaming)
     uvicorn.run(app, host=args.host, port=args.port, log_level=os.environ.get("HARBOR_TRAVEL_DESK_LOG", "warning"))
