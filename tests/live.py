@@ -123,7 +123,7 @@ def live_harbor():
             harbor.manage("collectstatic", "--noinput", "-v0")
         harbor.processes.append(
             subprocess.Popen(
-                [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "harbor_site.asgi:application"],
+                [PYTHON, "-m", "harbor_site.serve", "-b", "127.0.0.1", "-p", str(port), "harbor_site.asgi:application"],
                 cwd=ROOT,
                 env=env,
                 stdout=log,

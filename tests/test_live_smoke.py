@@ -2,6 +2,7 @@
 sign in to the Django admin, in whichever topology the suite runs."""
 
 import re
+import time
 
 import httpx
 
@@ -21,3 +22,18 @@ def test_live_server_serves_health_and_admin_login(live_harbor):
             follow_redirects=True,
         )
     assert signed_in.status_code == 200 and "Log out" in signed_in.text
+
+
+def test_the_access_log_leaves_out_a_sign_ins_state_and_code(live_harbor):
+    httpx.get(f"{live_harbor.url}/v1/tools/oauth/callback?state=st-4f2a9c&code=cd-81e7b0", headers={"Accept": "*/*"})
+    httpx.get(f"{live_harbor.url}/accounts/sign-in/begin/?state=st-77d1e3")
+    httpx.get(f"{live_harbor.url}/healthz?check=1")
+    log = live_harbor.var_dir / "server.log"
+    for _ in range(50):  # the access log is written as each response completes
+        if "/healthz?check=1" in log.read_text():
+            break
+        time.sleep(0.1)
+    text = log.read_text()
+    assert "/v1/tools/oauth/callback?state=[redacted]&code=[redacted]" in text
+    assert "/accounts/sign-in/begin/?state=[redacted]" in text
+    assert not any(secret in text for secret in ("st-4f2a9c", "cd-81e7b0", "st-77d1e3"))

@@ -111,7 +111,16 @@ class Topology:
             ]
         if name.startswith("daphne"):
             port = self.ports[int(name[len("daphne") :])]
-            return [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "harbor_site.asgi:application"]
+            return [
+                PYTHON,
+                "-m",
+                "harbor_site.serve",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "harbor_site.asgi:application",
+            ]
         if name.startswith("worker"):
             # INFO only so that "ready." shows in the log; the app's own logger stays at WARNING.
             return [

@@ -92,7 +92,7 @@ def this_database() -> dict[str, str]:
 def start_daphne(application: str, port: int, log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen:
     """Daphne serving `application` on 127.0.0.1:`port`, its output in `log`, once it
     answers /healthz (within 60 s)."""
-    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), application]
+    command = [sys.executable, "-m", "harbor_site.serve", "-b", "127.0.0.1", "-p", str(port), application]
     with open(log, "w") as out:
         server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
