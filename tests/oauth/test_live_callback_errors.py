@@ -3,7 +3,9 @@ a person can read and a code a program can branch on (JSON when asked), and each
 pause as the table says."""
 
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
@@ -254,3 +256,46 @@ def test_a_cancelled_runs_sign_in_cannot_begin_or_complete(oauth_harbor, live_pr
     expect(alice, payload["AuthorizeURL"].removeprefix(oauth_harbor.url), 404, "flow_not_found")
     callback = ProviderBrowser(live_provider, "alice").consent(provider_url)
     expect(alice, callback.removeprefix(oauth_harbor.url), 404, "flow_not_found")  # no code traded for nothing
+
+
+def test_tokens_traded_for_a_run_cancelled_meanwhile_are_revoked(oauth_harbor, live_provider) -> None:
+    """The cancel lands while the code is traded (the token endpoint is reached through a
+    relay that cancels the run first): nothing keeps the tokens, so the provider is asked to
+    forget them, and the calendar refuses them."""
+    alice, run_id, payload = parked(oauth_harbor)
+    callback = ProviderBrowser(live_provider, "alice").consent(begin(alice, payload["AuthorizeURL"]))
+    issued: list[dict] = []
+
+    class CancelThenRelay(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            operator = signed_in(oauth_harbor, "alice")
+            form = form_fields(operator.get(f"/console/runs/{run_id}/").text)
+            assert operator.post(f"/console/runs/{run_id}/steer/cancel/", data=form).status_code == 302
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            headers = {name: self.headers[name] for name in ("Authorization", "Content-Type") if name in self.headers}
+            answer = httpx.post(f"{live_provider.url}/o/token/", content=body, headers=headers)
+            issued.append(answer.json())
+            self.send_response(answer.status_code)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(answer.content)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    relay = ThreadingHTTPServer(("127.0.0.1", 0), CancelThenRelay)
+    threading.Thread(target=relay.serve_forever, daemon=True).start()
+    _set_source(oauth_harbor, token_url=f"http://127.0.0.1:{relay.server_address[1]}/o/token/")
+    try:
+        answer = alice.get(callback, headers=JSON)
+    finally:
+        relay.shutdown()
+        _restore_source(oauth_harbor, live_provider)
+    assert answer.status_code == 404 and answer.json()["code"] == "flow_not_found"
+    assert run_state(oauth_harbor, run_id)["status"] == "cancelled"
+    assert in_server(oauth_harbor, "print(OAuthCredential.objects.filter(user__username='alice').count())") == 0
+    [token] = issued
+    calendar = httpx.get(
+        f"{live_provider.url}/api/calendar/events", headers={"Authorization": f"Bearer {token['access_token']}"}
+    )
+    assert calendar.status_code == 401  # revoked at the provider
