@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from django.contrib.auth import get_user_model
-from django.db import models, transaction
+from django.db import InterfaceError, OperationalError, models, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.expressions import Col
 from psycopg import _queries
@@ -62,6 +62,11 @@ def alone(conn: BaseDatabaseWrapper) -> Iterator[None]:
     raw.autocommit = True
     try:
         yield
+    except (OperationalError, InterfaceError):
+        # A lone statement commits itself: a connection lost in it leaves unknown whether
+        # it did, as a lost COMMIT does (harbor_site.postgresql).
+        conn.commit_in_doubt = True  # type: ignore[attr-defined]
+        raise
     finally:
         if raw.info.transaction_status == TransactionStatus.IDLE:  # a broken connection is discarded
             raw.autocommit = False

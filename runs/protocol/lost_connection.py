@@ -1,9 +1,10 @@
 """A /v1/ request whose database connection was lost mid-way (a server restart, a failover, a
 killed backend) is answered again, once, on a new connection: nothing it did was committed,
-so the second answer is the only one. Not when the loss came during its COMMIT: the server
-may have committed before the connection went, and a second answer could apply it twice.
-That request is answered `runtime_error`, saying so; a client that sent an `idempotency_key`
-or an `event_id` sends it again and it applies once (PROTOCOL §2)."""
+so the second answer is the only one. When the loss came during its COMMIT, the server may
+have committed before the connection went: such a request is answered again only if doing
+so applies it once anyway (a read; a start with an `idempotency_key`, a control with an
+`event_id`, PROTOCOL §2). Any other is answered `runtime_error`, saying it may have taken
+effect."""
 
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -37,8 +38,9 @@ def commit_in_doubt() -> bool:
     return bool(getattr(connection, "commit_in_doubt", False))
 
 
-def may_answer_again(error: BaseException) -> bool:
-    return was_lost(error) and not commit_in_doubt() and not connection.in_atomic_block
+def may_answer_again(error: BaseException, *, replayable: bool) -> bool:
+    """`replayable`: answering the request twice applies it once."""
+    return was_lost(error) and (replayable or not commit_in_doubt()) and not connection.in_atomic_block
 
 
 def begin() -> None:
@@ -53,12 +55,12 @@ def reconnect() -> None:
 
 
 def once_more_if_lost(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """`fn`, answered again on a new connection if its connection was lost (as a view is)."""
+    """`fn`, a read, again on a new connection if its connection was lost."""
     begin()
     try:
         return fn(*args, **kwargs)
     except Exception as error:
-        if not may_answer_again(error):
+        if not may_answer_again(error, replayable=True):
             raise
     reconnect()
     return fn(*args, **kwargs)
@@ -68,6 +70,6 @@ def lost_message() -> str:
     if commit_in_doubt():
         return (
             "the database connection was lost while this request committed: it may have taken effect. "
-            "Send it again with the same idempotency_key or event_id to apply it once"
+            "A start with an idempotency_key, or a control with an event_id, applies once however often it is sent"
         )
     return "the database connection was lost; try again"

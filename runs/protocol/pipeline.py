@@ -143,8 +143,12 @@ class ProtocolView(APIView):
             self.answered_again = True  # once: a second loss is answered as an error
             return super().dispatch(request, *args, **kwargs)
 
+    def replayable(self) -> bool:
+        """Answering this request twice applies it once (runs.protocol.lost_connection)."""
+        return False
+
     def handle_exception(self, exc: Exception) -> Response:
-        if not self.answered_again and lost_connection.may_answer_again(exc):
+        if not self.answered_again and lost_connection.may_answer_again(exc, replayable=self.replayable()):
             raise lost_connection.AnswerAgain from exc
         return super().handle_exception(exc)
 

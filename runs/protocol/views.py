@@ -55,6 +55,9 @@ class StartView(ProtocolView):
             )
         ],
     )
+    def replayable(self) -> bool:
+        return self.body.get("idempotency_key") is not None
+
     def post(self, request: Request) -> Response:
         data = self.validated(s.StartRequestSerializer)
         data.pop("identity", None)
@@ -92,6 +95,9 @@ class ControlView(ProtocolView):
     method: str = ""
     request_serializer = s.ControlRequestSerializer
     throttle_classes = [DecisionRefusalThrottle]
+
+    def replayable(self) -> bool:
+        return self.body.get("event_id") is not None
 
     def post(self, request: Request, method: str | None = None) -> Response:
         data = self.validated(self.request_serializer)
@@ -139,7 +145,12 @@ class UnknownMethodView(ProtocolView):
         raise UnknownMethod(f"unknown steering method {method[:64]!r}; the nine are {', '.join(Instruction.values)}")
 
 
-class PauseListView(ProtocolView):
+class ReadView(ProtocolView):
+    def replayable(self) -> bool:
+        return True  # a read: answering it twice changes nothing
+
+
+class PauseListView(ReadView):
     @extend_schema(
         operation_id="pause_list",
         tags=["pauses"],
@@ -156,7 +167,7 @@ class PauseListView(ProtocolView):
         return Response(s.PauseListResponseSerializer(page, context=context).data)
 
 
-class TaskListView(ProtocolView):
+class TaskListView(ReadView):
     @extend_schema(
         operation_id="tasks_list",
         tags=["tasks"],
@@ -172,7 +183,7 @@ class TaskListView(ProtocolView):
         return Response(s.TaskListResponseSerializer(page, context={"counts": counts}).data)
 
 
-class TaskGetView(ProtocolView):
+class TaskGetView(ReadView):
     @extend_schema(
         operation_id="tasks_get",
         tags=["tasks"],

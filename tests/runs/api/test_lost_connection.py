@@ -1,7 +1,7 @@
 """A /v1/ request whose database connection the server drops mid-way (a restart, a failover)
-is answered again on a new connection, and applies once; one dropped during its COMMIT is
-answered `runtime_error`, saying it may have taken effect, and applies once when it is sent
-again with its event_id. PostgreSQL, its backends really terminated."""
+is answered again on a new connection, and applies once. One dropped during its COMMIT is
+answered again if that applies it once anyway (an event_id, an idempotency_key), else
+`runtime_error`, saying it may have taken effect. PostgreSQL, its backends really terminated."""
 
 import psycopg
 import pytest
@@ -22,7 +22,7 @@ def _terminate_own_backend() -> None:
     pid = connection.connection.info.backend_pid
     params = {k: v for k, v in connection.get_connection_params().items() if k != "cursor_factory"}
     with psycopg.connect(**params, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])  # returns once it is gone
 
 
 class Drop:
@@ -62,12 +62,24 @@ def test_a_read_whose_connection_was_dropped_is_answered_again(api):
     assert [snapshot["run"] for snapshot in body["snapshots"]] == [run]
 
 
-def test_a_start_whose_connection_was_dropped_before_its_commit_starts_one_run(api):
+def test_a_start_whose_one_statement_was_dropped_says_it_may_have_taken_effect(api):
+    """A start's writes go as one statement that commits itself: losing its connection
+    leaves unknown whether it did, as a lost COMMIT does."""
     drop = Drop('INSERT INTO "runs_run"')
     with connection.execute_wrapper(drop):
-        body = api.ok("/v1/control/start", {"identity": {}, "query": "count to 2", "agent_id": "countdown"})
+        answer = api.post("/v1/control/start", {"identity": {}, "query": "count to 2", "agent_id": "countdown"})
+    assert answer.status_code == 500 and "may have taken effect" in answer.json()["message"]
+    assert not Run.objects.exists()  # this time it had not
+
+
+def test_a_start_with_an_idempotency_key_whose_connection_was_dropped_starts_one_run(api):
+    drop = Drop('INSERT INTO "runs_run"')
+    body = {"identity": {}, "query": "count to 2", "agent_id": "countdown", "idempotency_key": "k-1"}
+    with connection.execute_wrapper(drop):
+        started = api.ok("/v1/control/start", body)
     assert drop.dropped == 1
-    assert list(Run.objects.values_list("pk", flat=True)) == [body["task_id"]]
+    assert list(Run.objects.values_list("pk", flat=True)) == [started["task_id"]]
+    assert api.ok("/v1/control/start", body) == {**started, "reused": True}
 
 
 def test_an_approval_whose_connection_was_dropped_before_its_commit_lands_once(api):
@@ -82,8 +94,7 @@ def test_an_approval_whose_connection_was_dropped_before_its_commit_lands_once(a
     assert Run.objects.get(pk=run).status == RunStatus.COMPLETE
 
 
-def test_an_approval_whose_commit_was_dropped_says_so_and_applies_once_when_sent_again(api, monkeypatch):
-    run, pause = _parked_deploy(api)
+def _drop_the_next_commit(monkeypatch) -> None:
     commit = connection.commit
 
     def dropped_commit() -> None:
@@ -92,16 +103,26 @@ def test_an_approval_whose_commit_was_dropped_says_so_and_applies_once_when_sent
         commit()
 
     monkeypatch.setattr(connection, "commit", dropped_commit)
-    body = {"identity": {"run": run}, "payload": {}, "event_id": "approve-1"}
-    answer = api.post("/v1/control/approve", body)
+
+
+def test_an_approval_whose_commit_was_dropped_says_it_may_have_taken_effect(api, monkeypatch):
+    run, pause = _parked_deploy(api)
+    _drop_the_next_commit(monkeypatch)
+    answer = api.post("/v1/control/approve", {"identity": {"run": run}, "payload": {}})
     assert answer.status_code == 500
     assert answer.json()["code"] == "runtime_error"
     assert "may have taken effect" in answer.json()["message"]
     assert answer["Retry-After"] == "1"
     assert Pause.objects.get(pk=pause).state == PauseState.PAUSED  # this time it had not
 
+
+def test_an_approval_with_an_event_id_whose_commit_was_dropped_is_answered_again_and_lands_once(api, monkeypatch):
+    run, pause = _parked_deploy(api)
+    _drop_the_next_commit(monkeypatch)
+    body = {"identity": {"run": run}, "payload": {}, "event_id": "approve-1"}
+    api.ok("/v1/control/approve", body)  # answering it again applies it once, whether it had landed or not
     api.ok("/v1/control/approve", body)
-    api.ok("/v1/control/approve", body)  # acknowledged again, applied once
+    assert Pause.objects.get(pk=pause).state == PauseState.RESUMED
     assert _decisions(run) == ["pause.resumed"]
 
 
