@@ -1,13 +1,19 @@
-"""`python -m harbor_site.serve`: Daphne, as its own command line takes it, with an access log
-that leaves out the values of `state` and `code` in a query string. The OAuth callback and
-the sign-in's begin address carry them, and a log is read by more people than a sign-in
-should be known to."""
+"""`python -m harbor_site.serve`: Daphne, as its own command line takes it, with
 
+- an access log that leaves out the values of `state` and `code` in a query string: the
+  OAuth callback and the sign-in's begin address carry them, and a log is read by more
+  people than a sign-in should be known to;
+- PROTOCOL §7's JSON error for a request the HTTP server refuses before the application
+  sees it (a malformed Content-Length, a request line or header past its limits): Twisted
+  answered an empty 400, or dropped the connection without a word."""
+
+import json
 import re
 from typing import Any
 
 from daphne import cli
 from daphne.access import AccessLogGenerator
+from twisted.web.http import HTTPChannel
 
 SECRET_PARAMETER = re.compile(r"([?&](?:state|code)=)[^&#\s]*")
 
@@ -23,8 +29,21 @@ class AccessLog(AccessLogGenerator):
         super().__call__(protocol, action, details)
 
 
+MALFORMED = json.dumps(
+    {"code": "invalid_request", "message": "malformed HTTP request (its request line, headers or framing)"}
+).encode()
+
+
+def refuse_malformed(channel: Any, *line: bytes) -> None:  # an HTTPChannel
+    head = f"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {len(MALFORMED)}\r\n"
+    channel.transport.write(f"{head}Connection: close\r\n\r\n".encode() + MALFORMED)
+    channel.loseConnection()
+
+
 def main() -> None:
     cli.AccessLogGenerator = AccessLog  # the one the command line builds
+    HTTPChannel._respondToBadRequestAndDisconnect = refuse_malformed  # type: ignore[method-assign]
+    HTTPChannel.lineLengthExceeded = refuse_malformed  # type: ignore[method-assign]  # past MAX_LENGTH
     cli.CommandLineInterface.entrypoint()
 
 

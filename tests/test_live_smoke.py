@@ -1,7 +1,9 @@
 """The live server fixture itself: the product answers its health URL and an admin can
 sign in to the Django admin, in whichever topology the suite runs."""
 
+import json
 import re
+import socket
 import time
 
 import httpx
@@ -37,3 +39,25 @@ def test_the_access_log_leaves_out_a_sign_ins_state_and_code(live_harbor):
     assert "/v1/tools/oauth/callback?state=[redacted]&code=[redacted]" in text
     assert "/accounts/sign-in/begin/?state=[redacted]" in text
     assert not any(secret in text for secret in ("st-4f2a9c", "cd-81e7b0", "st-77d1e3"))
+
+
+def _raw(url: str, request: bytes) -> bytes:
+    """Send bytes as they are (no client would send these) and read the whole answer."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(request)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_requests_the_http_server_refuses_get_the_protocols_json_error(live_harbor):
+    for request in (
+        b"POST /v1/pause/list HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ten\r\n\r\n{}",
+        b"POST /v1/pause/list?" + b"x" * 20_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        b"GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"y" * 20_000 + b"\r\n\r\n",
+    ):
+        head, _, body = _raw(live_harbor.url, request).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 ") and b"Content-Type: application/json" in head, head
+        assert json.loads(body)["code"] == "invalid_request"
