@@ -24,9 +24,13 @@ class BearerScheme(OpenApiAuthenticationExtension):
 
 
 def document_protocol(result: dict[str, Any], generator: object, request: object, public: bool) -> dict[str, Any]:
-    """drf-spectacular hook: the agents registered in this deployment, GET /v1/events (an
-    async view outside DRF) and the OAuth callback (a page, also outside DRF)."""
-    start = result.get("components", {}).get("schemas", {}).get("StartRequest", {}).get("properties", {})
+    """drf-spectacular hook: closed filter objects, the agents registered in this deployment,
+    GET /v1/events (an async view outside DRF) and the OAuth callback (a page, also outside DRF)."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for name in ("PauseFilter", "TaskFilter"):  # they refuse a key they do not have (FilterSerializer)
+        if name in schemas:
+            schemas[name]["additionalProperties"] = False
+    start = schemas.get("StartRequest", {}).get("properties", {})
     if "agent_id" in start:
         start["agent_id"]["enum"] = [agent.id for agent in all_agents()]
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}

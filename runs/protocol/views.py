@@ -32,6 +32,9 @@ def _tokens_shown(caller: Caller, pauses: list[Pause]) -> Callable[[str], bool]:
 
 
 class StartView(ProtocolView):
+    def replayable(self) -> bool:
+        return self.body.get("idempotency_key") is not None
+
     @extend_schema(
         operation_id="control_start",
         tags=["control"],
@@ -55,9 +58,6 @@ class StartView(ProtocolView):
             )
         ],
     )
-    def replayable(self) -> bool:
-        return self.body.get("idempotency_key") is not None
-
     def post(self, request: Request) -> Response:
         data = self.validated(s.StartRequestSerializer)
         data.pop("identity", None)

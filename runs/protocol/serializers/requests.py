@@ -2,6 +2,8 @@
 describe the requests in the OpenAPI document. Domain rules (agents, priorities, the nine
 payloads) stay in the services."""
 
+from typing import Any
+
 from rest_framework import serializers
 
 from approvals.models import Cause, PauseState, Reason
@@ -79,7 +81,18 @@ class PageSerializer(serializers.Serializer):
     page_size = StrictIntegerField(required=False, min_value=1, max_value=PAGE_SIZE_MAX, default=PAGE_SIZE_DEFAULT)
 
 
-class PauseFilterSerializer(serializers.Serializer):
+class FilterSerializer(serializers.Serializer):
+    """A filter names only the keys it has: an unknown one (a misspelling, another list's
+    key) would otherwise be dropped and the page come back unfiltered."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
+        if unknown:
+            raise serializers.ValidationError(f"unknown key {unknown[0][:64]!r}; known: {', '.join(self.fields)}")
+        return super().to_internal_value(data)
+
+
+class PauseFilterSerializer(FilterSerializer):
     status = StrictChoiceField(
         choices=[*PauseState.values, "any"], required=False, help_text="Default: paused (open pauses)."
     )
@@ -94,7 +107,7 @@ class PauseListRequestSerializer(PageSerializer):
     filter = PauseFilterSerializer(required=False)
 
 
-class TaskFilterSerializer(serializers.Serializer):
+class TaskFilterSerializer(FilterSerializer):
     status = StrictChoiceField(choices=RunStatus.values, required=False)
     parent = id_field("Only the children of this run.", required=False)  # type: ignore[assignment]  # a field named like Field.parent
 

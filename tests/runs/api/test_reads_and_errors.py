@@ -87,6 +87,7 @@ def test_pause_list_filters_and_pages(api):
         {"filter": {"causes": ["weather"]}},
         {"filter": {"since": "yesterday"}},
         {"filter": []},
+        {"filter": {"statuses": "any"}},  # a key it does not have: not a page left unfiltered
     ],
 )
 def test_pause_list_refuses_malformed_requests(api, body):
@@ -115,7 +116,15 @@ def test_tasks_list_pages_with_counts_by_status(api):
     assert api.ok("/v1/tasks/list", {}, user="bob")["total_rows"] == 4  # an approver sees the tenant's
 
 
-@pytest.mark.parametrize("body", [{"filter": {"status": "done"}}, {"page_size": "10"}, {"filter": {"parent": 1}}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"filter": {"status": "done"}},
+        {"page_size": "10"},
+        {"filter": {"parent": 1}},
+        {"filter": {"run_ids": ["01J0000000000000000000000A"]}},  # pause.list's key, not this one's
+    ],
+)
 def test_tasks_list_refuses_malformed_requests(api, body):
     api.error("/v1/tasks/list", body, status=400, code="invalid_request")
 
