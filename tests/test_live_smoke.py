@@ -55,6 +55,9 @@ def _raw(url: str, request: bytes) -> bytes:
 def test_requests_the_http_server_refuses_get_the_protocols_json_error(live_harbor):
     for request in (
         b"POST /v1/pause/list HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ten\r\n\r\n{}",
+        b"POST /v1/pause/list HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n{}",
+        b"POST /v1/pause/list HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+        b"GET /v1/\xff HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
         b"POST /v1/pause/list?" + b"x" * 20_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
         b"GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"y" * 20_000 + b"\r\n\r\n",
     ):
