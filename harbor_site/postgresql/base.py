@@ -23,7 +23,8 @@ def check_connection(conn: Any) -> None:
 
 class DatabaseWrapper(base.DatabaseWrapper):
     # A COMMIT that failed may still have been applied by the server, when what failed was
-    # the connection: such a request is not answered again (runs.protocol.lost_connection).
+    # the connection: runs.protocol.lost_connection answers such a request again only if
+    # that applies it once anyway.
     commit_in_doubt = False
 
     def _commit(self) -> None:

@@ -13,7 +13,6 @@ from django.db import InterfaceError, OperationalError, connection
 
 T = TypeVar("T")
 
-
 SHUTDOWN = {"57P01", "57P02", "57P03"}  # admin_shutdown, crash_shutdown, cannot_connect_now
 
 
