@@ -64,8 +64,8 @@ class Pause(AppendOnlyModel):
     handle_keys = models.JSONField(default=dict, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     decision = models.CharField(max_length=16, choices=Decision.choices, blank=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    decided_by = models.ForeignKey(  # no index: read by no one alone (see Run.owner)
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     decided_session = models.CharField(max_length=128, blank=True)
     on_behalf_of = models.CharField(max_length=300, blank=True)

@@ -94,8 +94,11 @@ class Run(models.Model):
     id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
     # Keys that lead a composite index below get no index of their own (db_index=False):
     # every write would keep both up to date, for no read the composite does not serve.
+    # Nor does a key no read asks for alone: a person's runs are read within a tenant
+    # (run_tenant_owner_age); an index on the owner alone would serve only deleting a user,
+    # which PROTECT refuses after one scan.
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="runs", db_index=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs", db_index=False)
     session = models.CharField(max_length=128)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING)
     agent_id = models.CharField(max_length=64)
@@ -185,12 +188,13 @@ class SteeringState(models.TextChoices):
 class SteeringInstruction(AppendOnlyModel):
     """Audit of every steering instruction; the run loop applies pending ones in order."""
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    # Read by run; the tenant and the actor alone are read by no one (see Run.owner).
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="steering")
     instruction = models.CharField(max_length=16, choices=Instruction.choices)
     payload = models.JSONField(default=dict, blank=True)
     event_id = models.CharField(max_length=200, null=True, blank=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False)
     actor_session = models.CharField(max_length=128)
     state = models.CharField(max_length=16, choices=SteeringState.choices, default=SteeringState.PENDING)
     outcome = models.TextField(blank=True)
@@ -245,7 +249,7 @@ class ToolCall(AppendOnlyModel):
     """The tool-call ledger: one row per execution of a tool body. Exactly-once is checkable:
     a step has one `completed` row; a second attempt exists only after a `lost` one."""
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)  # see Run.owner
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tool_calls", db_index=False)  # see Run.tenant
     step = models.IntegerField()
     attempt = models.PositiveIntegerField()
