@@ -62,6 +62,11 @@ def run_visible(*, caller: Caller, run_id: object) -> Run | None:
     return runs_visible(caller=caller).filter(pk=run_id).first()
 
 
+def run_started_by(*, caller: Caller, run_id: str) -> Run | None:
+    """The run this caller's start made under `run_id`, if it made one."""
+    return Run.objects.filter(pk=run_id, tenant=caller.tenant, owner=caller.user, session=caller.session).first()
+
+
 def run_status_counts(*, caller: Caller, runs: QuerySet[Run] | None = None) -> dict[str, int]:
     runs = runs_visible(caller=caller) if runs is None else runs
     counts = {value: 0 for value in RunStatus.values}

@@ -65,10 +65,13 @@ def run_start(
     idempotency_key: str | None = None,
     parent_run: str | None = None,
     cancel_policy: str = CancelPolicy.CASCADE,
+    run_id: str | None = None,
 ) -> tuple[Run, bool]:
     """Start a run for the caller. An idempotency key already used by the same
     (tenant, user, session) returns that run with reused=True. A run of an inline planner
-    takes its first step in this transaction (it may come back parked or ended)."""
+    takes its first step in this transaction (it may come back parked or ended).
+    `run_id`: the id the new run gets (a request chooses it once; answered again after a lost
+    connection, it finds the run it made: selectors.run_started_by)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidRequest("query must be a non-empty string")
     if len(query) > MAX_STRING:
@@ -103,6 +106,7 @@ def run_start(
                     raise NotFound("parent_run is unknown or terminal")
             run = Run(
                 **identity,
+                **({"id": run_id} if run_id is not None else {}),
                 agent_id=agent_id,
                 goal=query,
                 priority=priority,

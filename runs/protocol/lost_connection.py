@@ -2,9 +2,9 @@
 killed backend) is answered again, once, on a new connection: nothing it did was committed,
 so the second answer is the only one. When the loss came during its COMMIT, the server may
 have committed before the connection went: such a request is answered again only if doing
-so applies it once anyway (a read; a start with an `idempotency_key`, a control with an
-`event_id`, PROTOCOL §2). Any other is answered `runtime_error`, saying it may have taken
-effect."""
+so applies it once anyway: a read; a start, which chose its run's id before its first
+answer and looks for that run before making one; a control with an `event_id` (PROTOCOL
+§2). Any other is answered `runtime_error`, saying it may have taken effect."""
 
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -69,6 +69,6 @@ def lost_message() -> str:
     if commit_in_doubt():
         return (
             "the database connection was lost while this request committed: it may have taken effect. "
-            "A start with an idempotency_key, or a control with an event_id, applies once however often it is sent"
+            "A control with an event_id applies once however often it is sent"
         )
     return "the database connection was lost; try again"

@@ -14,6 +14,7 @@ from runs.domain import selectors
 from runs.domain.errors import (
     UnknownMethod,
 )
+from runs.domain.ids import new_ulid
 from runs.domain.services import run_start, steering_submit
 from runs.identity.callers import Caller
 from runs.models import Instruction
@@ -32,8 +33,10 @@ def _tokens_shown(caller: Caller, pauses: list[Pause]) -> Callable[[str], bool]:
 
 
 class StartView(ProtocolView):
+    run_id = ""  # chosen once per request: answered again, it finds the run it made
+
     def replayable(self) -> bool:
-        return self.body.get("idempotency_key") is not None
+        return True
 
     @extend_schema(
         operation_id="control_start",
@@ -61,7 +64,12 @@ class StartView(ProtocolView):
     def post(self, request: Request) -> Response:
         data = self.validated(s.StartRequestSerializer)
         data.pop("identity", None)
-        run, reused = run_start(caller=self.caller, **data)
+        made = selectors.run_started_by(caller=self.caller, run_id=self.run_id) if self.answered_again else None
+        if made is not None:
+            run, reused = made, False
+        else:
+            self.run_id = self.run_id or new_ulid()
+            run, reused = run_start(caller=self.caller, run_id=self.run_id, **data)
         return Response(s.StartResponseSerializer({"task_id": run.pk, "reused": reused}).data)
 
 

@@ -1,6 +1,6 @@
 """A /v1/ request whose database connection the server drops mid-way (a restart, a failover)
 is answered again on a new connection, and applies once. One dropped during its COMMIT is
-answered again if that applies it once anyway (an event_id, an idempotency_key), else
+answered again if that applies it once anyway (a start, a control with an event_id), else
 `runtime_error`, saying it may have taken effect. PostgreSQL, its backends really terminated."""
 
 import psycopg
@@ -62,14 +62,33 @@ def test_a_read_whose_connection_was_dropped_is_answered_again(api):
     assert [snapshot["run"] for snapshot in body["snapshots"]] == [run]
 
 
-def test_a_start_whose_one_statement_was_dropped_says_it_may_have_taken_effect(api):
-    """A start's writes go as one statement that commits itself: losing its connection
-    leaves unknown whether it did, as a lost COMMIT does."""
+def test_a_start_whose_one_statement_was_dropped_is_answered_again_and_starts_one_run(api):
+    """A start's writes go as one statement that commits itself, so losing its connection
+    leaves unknown whether it did; the start chose its run's id before its first answer
+    and looks for that run before making one."""
     drop = Drop('INSERT INTO "runs_run"')
     with connection.execute_wrapper(drop):
-        answer = api.post("/v1/control/start", {"identity": {}, "query": "count to 2", "agent_id": "countdown"})
-    assert answer.status_code == 500 and "may have taken effect" in answer.json()["message"]
-    assert not Run.objects.exists()  # this time it had not
+        started = api.ok("/v1/control/start", {"identity": {}, "query": "count to 2", "agent_id": "countdown"})
+    assert drop.dropped == 1
+    assert list(Run.objects.values_list("pk", flat=True)) == [started["task_id"]]
+    assert started["reused"] is False
+
+
+def test_a_start_whose_answer_was_lost_after_it_committed_answers_the_run_it_made(api):
+    lost: list[str] = []
+
+    def commit_then_lose(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if 'INSERT INTO "runs_run"' in sql and not lost:
+            lost.append(sql)  # committed (a lone statement): the answer is lost on the way back
+            _terminate_own_backend()
+            connection.cursor().execute("SELECT 1")  # the server is gone: a real loss, raised here
+        return result
+
+    with connection.execute_wrapper(commit_then_lose):
+        started = api.ok("/v1/control/start", {"identity": {}, "query": "count to 2", "agent_id": "countdown"})
+    assert lost
+    assert list(Run.objects.values_list("pk", flat=True)) == [started["task_id"]]
 
 
 def test_a_start_with_an_idempotency_key_whose_connection_was_dropped_starts_one_run(api):
