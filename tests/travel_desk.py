@@ -30,17 +30,19 @@ def start_desk(*flags: str, env: dict[str, str] | None = None) -> Desk:
     store = os.path.join(scratch, "travel-desk.sqlite3")
     args = [PYTHON, "-m", "approvals.a2a.travel_desk", "--port", str(port), "--store", store, *flags]
     env = {**os.environ, "HARBOR_TRAVEL_DESK_SLOW_SECONDS": "4", "PYTHONUNBUFFERED": "1", **(env or {})}
-    return _started(args, env, scratch, f"http://127.0.0.1:{port}")
+    url = f"http://127.0.0.1:{port}"
+    return Desk(url=url, process=_launched(args, env, url), args=args, env=env, scratch=scratch)
 
 
 def restart_desk(desk: Desk) -> None:
     """Stop the desk and start it again on its port and its store."""
     desk.process.terminate()
     desk.process.wait(timeout=10)
-    desk.process = _started(desk.args, desk.env, desk.scratch, desk.url).process
+    desk.process = _launched(desk.args, desk.env, desk.url)
 
 
-def _started(args: list[str], env: dict[str, str], scratch: str, url: str) -> Desk:
+def _launched(args: list[str], env: dict[str, str], url: str) -> subprocess.Popen:
+    """The desk's process, once it answers at `url`."""
     process = subprocess.Popen(
         args,
         cwd=ROOT,
@@ -54,7 +56,7 @@ def _started(args: list[str], env: dict[str, str], scratch: str, url: str) -> De
             raise RuntimeError("the travel desk exited early")
         try:
             if httpx.get(f"{url}/.well-known/agent-card.json", timeout=2).status_code == 200:
-                return Desk(url=url, process=process, args=args, env=env, scratch=scratch)
+                return process
         except httpx.HTTPError:
             pass
         time.sleep(0.1)

@@ -74,8 +74,9 @@ class Plan:
 
 def _in_pool_thread(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     """Run a blocking DB read off the event loop, on a pool thread (never a dedicated one),
-    again on a new connection if its own was lost (runs.protocol.lost_connection), and hand that thread's connections back afterwards (PostgreSQL's to the pool): an idle
-    stream holds none. The pool's few threads keep their SQLite connections for
+    again on a new connection if its own was lost (runs.protocol.lost_connection), and hand
+    that thread's connections back afterwards (PostgreSQL's to the pool): an idle stream
+    holds none. The pool's few threads keep their SQLite connections for
     CONN_MAX_AGE, as requests' threads do: opening one costs more than a read."""
 
     def call(*args: Any, **kwargs: Any) -> T:
