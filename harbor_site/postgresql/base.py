@@ -5,7 +5,9 @@ psycopg_pool tries a pool of dead ones one by one, backing off 1 s, 2 s, 4 s… 
 after a restart, a failover or a proxy's idle timeout (which drop every connection at once),
 a request waited past the pool's timeout and failed. Here the first dead connection found
 sends the pool to check all it holds, so the next one handed out is a live or a new one.
-It also remembers a COMMIT whose outcome the loss of its connection left unknown."""
+It also remembers a COMMIT whose outcome the loss of its connection left unknown: the
+transaction's id (which its closing write returned: runs.domain.events) and the commit's
+hooks, which Django drops with a failed commit."""
 
 from typing import Any
 
@@ -23,16 +25,30 @@ def check_connection(conn: Any) -> None:
 
 class DatabaseWrapper(base.DatabaseWrapper):
     # A COMMIT that failed may still have been applied by the server, when what failed was
-    # the connection: runs.protocol.lost_connection answers such a request again only if
-    # that applies it once anyway.
+    # the connection: runs.protocol.lost_connection asks the server which, by the
+    # transaction's id, and runs the kept hooks if it was.
     commit_in_doubt = False
+    transaction_id: str | None = None  # the open transaction's, once a write returned it
+    doubted_transaction: str | None = None
+    doubted_hooks: list[Any] = []
 
     def _commit(self) -> None:
+        transaction_id, self.transaction_id = self.transaction_id, None
+        hooks = list(self.run_on_commit)
         try:
             super()._commit()  # type: ignore[misc]  # the stubs have no _commit
         except Exception:
             self.commit_in_doubt = True
+            self.doubted_transaction, self.doubted_hooks = transaction_id, hooks
             raise
+
+    def _rollback(self) -> None:
+        self.transaction_id = None
+        super()._rollback()  # type: ignore[misc]  # the stubs have no _rollback
+
+    def _close(self) -> None:
+        self.transaction_id = None
+        super()._close()  # type: ignore[misc]  # the stubs have no _close
 
     @property
     def pool(self) -> ConnectionPool | None:

@@ -291,12 +291,19 @@ def _insert(
             for index, write in enumerate(rows)
             if write.key or write.refused
         )
-        sql = f"WITH {writes}bump AS ({bump} RETURNING event_sequence) {sql} RETURNING sequence{keys}"
+        # And the transaction's id, by which a COMMIT whose connection is lost is looked up
+        # (runs.protocol.lost_connection).
+        sql = (
+            f"WITH {writes}bump AS ({bump} RETURNING event_sequence) {sql}"
+            f" RETURNING sequence{keys}, pg_current_xact_id()::text"
+        )
         params = [*(param for write in rows for param in write.params), len(events), bump_tenant, *params]
     with prepared_cursor(conn) as cursor:
         cursor.execute(sql, params)
         returned = cursor.fetchall() if numbered else []
-    back = iter(returned[0][1:] if returned else ())
+    if returned:
+        conn.transaction_id = returned[0][-1]  # type: ignore[attr-defined]  # harbor_site.postgresql
+    back = iter(returned[0][1:-1] if returned else ())
     made = [next(back) if write.key or write.refused else None for write in rows]
     for write, value in zip(rows, made, strict=True):
         if write.refused is not None and value != 1:

@@ -147,9 +147,18 @@ class ProtocolView(APIView):
         """Answering this request twice applies it once (runs.protocol.lost_connection)."""
         return False
 
+    def landed(self) -> Response:
+        """The answer of a request whose COMMIT was in doubt and had been applied (only a
+        request that is not `replayable` asks)."""
+        raise NotImplementedError
+
     def handle_exception(self, exc: Exception) -> Response:
-        if not self.answered_again and lost_connection.may_answer_again(exc, replayable=self.replayable()):
-            raise lost_connection.AnswerAgain from exc
+        if not self.answered_again:
+            outcome = lost_connection.after_loss(exc, replayable=self.replayable())
+            if outcome == lost_connection.Outcome.ANSWER_AGAIN:
+                raise lost_connection.AnswerAgain from exc
+            if outcome == lost_connection.Outcome.LANDED:
+                return self.landed()
         return super().handle_exception(exc)
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:

@@ -107,6 +107,12 @@ class ControlView(ProtocolView):
     def replayable(self) -> bool:
         return self.body.get("event_id") is not None
 
+    def landed(self) -> Response:
+        return self._answer(self.method)
+
+    def _answer(self, method: str) -> Response:
+        return Response(s.ControlResponseSerializer({"method": method}).data)
+
     def post(self, request: Request, method: str | None = None) -> Response:
         data = self.validated(self.request_serializer)
         identity = data["identity"]
@@ -118,7 +124,7 @@ class ControlView(ProtocolView):
             event_id=data.get("event_id"),
             requested_scope=identity.get("scope"),
         )
-        return Response(s.ControlResponseSerializer({"method": receipt.instruction.instruction}).data)
+        return self._answer(receipt.instruction.instruction)
 
 
 def control_view(method: str) -> type[ControlView]:
