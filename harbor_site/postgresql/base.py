@@ -25,7 +25,7 @@ def check_connection(conn: Any) -> None:
 
 class DatabaseWrapper(base.DatabaseWrapper):
     # A COMMIT that failed may still have been applied by the server, when what failed was
-    # the connection: runs.protocol.lost_connection asks the server which, by the
+    # the connection: runs.domain.connection_loss asks the server which, by the
     # transaction's id, and runs the kept hooks if it was.
     commit_in_doubt = False
     transaction_id: str | None = None  # the open transaction's, once a write returned it

@@ -8,6 +8,7 @@ from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
+from runs.domain.connection_loss import was_lost
 from runs.domain.errors import (
     HTTP_STATUS,
     HarborError,
@@ -77,7 +78,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return error_response("auth_rejected", _drf_message(exc.detail))
     if isinstance(exc, (drf.PermissionDenied, DjangoPermissionDenied)):
         return error_response("scope_mismatch", "permission denied")
-    if lost_connection.was_lost(exc):
+    if was_lost(exc):
         message = lost_connection.lost_message()
         lost_connection.reconnect()
         log.warning("answering %s: %s", _path(context), message)

@@ -33,6 +33,7 @@ from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from runs.domain import events, selectors
+from runs.domain.connection_loss import once_more_if_lost
 from runs.domain.errors import AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
 from runs.domain.event_types import Envelope
 from runs.domain.streams import (
@@ -50,7 +51,6 @@ from runs.domain.streams import (
 )
 from runs.identity.callers import Caller, caller_resolve
 from runs.identity.visibility import Viewer, viewer_of
-from runs.protocol import lost_connection
 from runs.protocol.auth import bearer_token, caller_from_headers
 from runs.protocol.errors import harbor_error_response, method_not_allowed
 
@@ -74,14 +74,14 @@ class Plan:
 
 def _in_pool_thread(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     """Run a blocking DB read off the event loop, on a pool thread (never a dedicated one),
-    again on a new connection if its own was lost (runs.protocol.lost_connection), and hand
+    again on a new connection if its own was lost (runs.domain.connection_loss), and hand
     that thread's connections back afterwards (PostgreSQL's to the pool): an idle stream
     holds none. The pool's few threads keep their SQLite connections for
     CONN_MAX_AGE, as requests' threads do: opening one costs more than a read."""
 
     def call(*args: Any, **kwargs: Any) -> T:
         try:
-            return lost_connection.once_more_if_lost(fn, *args, **kwargs)
+            return once_more_if_lost(fn, *args, **kwargs)
         finally:
             close_old_connections()
 

@@ -1,6 +1,7 @@
 """The database drops its connections (a restart, a failover, an idle timeout on the way):
-requests and steps go on with new ones, and a step the database failed is taken again,
-never failed for it. PostgreSQL, with the pool the production settings configure."""
+requests and steps go on with new ones; a step's record is made again rather than its body
+run twice, and a step the database failed is taken again, never failed for it. PostgreSQL,
+with the pool the production settings configure."""
 
 import threading
 import time
@@ -9,6 +10,7 @@ import psycopg
 import pytest
 from django.db import connection
 
+from runs import tasks
 from runs.domain.services import run_start
 from runs.models import Run, RunStatus, ToolCall
 from runs.runtime.dispatch import drain
@@ -62,16 +64,33 @@ def test_a_pool_whose_connections_were_all_dropped_hands_out_a_live_one_at_once(
     assert time.monotonic() - began < 2  # not a check, a back-off and a retry per dead connection
 
 
+def _commit_then_lose_the_answer() -> None:
+    """The connection's next COMMIT reaches the server and is applied; its answer is lost."""
+    raw = connection.connection
+    commit = raw.commit
+
+    def committed_then_lost() -> None:
+        raw.commit = commit
+        raw.execute("COMMIT")
+        _terminate([raw.info.backend_pid])
+        raw.execute("SELECT 1")  # the server is gone: a real loss, raised here
+
+    raw.commit = committed_then_lost
+
+
 @pytest.fixture
 def dropping_tool():
-    """An agent whose one tool drops its worker's database connection the first time it
-    runs (after `seconds` of work), then answers."""
-    calls: list[float] = []
+    """An agent whose one tool, the first time it runs, drops its worker's database
+    connection (after `seconds` of work), or with seconds=None loses the answer to the
+    record's COMMIT; then answers."""
+    calls: list[float | None] = []
 
-    def tool(seconds: float):
+    def tool(seconds: float | None):
         def body(args, ctx):
             calls.append(seconds)
-            if len(calls) == 1:
+            if len(calls) == 1 and seconds is None:
+                _commit_then_lose_the_answer()
+            elif len(calls) == 1 and seconds is not None:
                 _terminate([connection.connection.info.backend_pid])
                 time.sleep(seconds)
             return {"ok": True}
@@ -92,16 +111,31 @@ def _ledger(run: Run) -> list[tuple[int, str]]:
 
 
 @pytest.mark.parametrize(
-    "seconds, ledger",
+    "seconds",
     [
-        (0, [(1, "lost"), (2, "completed")]),  # its record failed: the step is taken again, not failed
-        (1.1, [(1, "completed")]),  # a slow body gave its connection back: it records on a live one, once
+        0,  # its record's connection is gone: the record is made again on a new one
+        1.1,  # a slow body gave its connection back: it records on a checked one
+        None,  # its record committed, the answer lost: PostgreSQL says it landed
     ],
 )
-def test_a_step_whose_connection_the_database_dropped_goes_on(people_tx, dropping_tool, seconds, ledger):
+def test_a_step_whose_connection_the_database_dropped_goes_on_and_runs_its_body_once(
+    people_tx, dropping_tool, seconds, caplog
+):
     calls = dropping_tool(seconds)
     run, _ = run_start(caller=people_tx.caller("alice"), query="work", agent_id="dropping")
     drain()
     run.refresh_from_db()
     assert (run.status, run.answer) == (RunStatus.COMPLETE, "done")
-    assert _ledger(run) == ledger and len(calls) == len(ledger)
+    assert _ledger(run) == [(1, "completed")] and len(calls) == 1
+    assert not [r for r in caplog.records if "taken again" in r.getMessage()]  # its worker went on
+
+
+def test_a_worker_task_whose_connection_was_dropped_looks_again_on_a_new_one(people_tx, settings):
+    """A Celery dispatch task that lost its connection would lose the wake-up it carries
+    (the sweep makes it good, seconds later): it looks once more on a new connection."""
+    settings.HARBOR_HANDOFF = False  # left to a worker's look, as where the workers are Celery's
+    run, _ = run_start(caller=people_tx.caller("alice"), query="count to 2", agent_id="countdown")
+    _terminate([connection.cursor().connection.info.backend_pid])
+    assert tasks.dispatch() == 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETE

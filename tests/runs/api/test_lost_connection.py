@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 
 from approvals.models import Pause, PauseState
+from runs.domain import connection_loss
 from runs.models import Event, Run, RunStatus
-from runs.protocol import lost_connection
 from runs.runtime.dispatch import drain
 from tests.conftest import requires_postgres
 
@@ -174,9 +174,9 @@ def test_a_commit_whose_transaction_is_still_in_progress_is_left_in_doubt(people
         xid = other.execute("SELECT pg_current_xact_id()::text").fetchone()[0]  # type: ignore[index]
         connection.commit_in_doubt = True  # type: ignore[attr-defined]  # as harbor_site.postgresql does
         connection.doubted_transaction = xid  # type: ignore[attr-defined]
-        assert lost_connection.commit_outcome(timeout=0.2) is None
+        assert connection_loss.commit_outcome(timeout=0.2) is None
         other.rollback()
-    assert lost_connection.commit_outcome() == "aborted"
+    assert connection_loss.commit_outcome() == "aborted"
 
 
 def test_an_approval_with_an_event_id_whose_commit_was_dropped_is_answered_again_and_lands_once(api, monkeypatch):
@@ -201,5 +201,5 @@ def test_a_connection_dropped_twice_is_answered_runtime_error(api):
 def test_a_stream_read_whose_connection_was_dropped_is_read_again(people_tx):
     drop = Drop("SELECT 1")
     with connection.execute_wrapper(drop):
-        assert lost_connection.once_more_if_lost(lambda: connection.cursor().execute("SELECT 1").fetchone()) == (1,)
+        assert connection_loss.once_more_if_lost(lambda: connection.cursor().execute("SELECT 1").fetchone()) == (1,)
     assert drop.dropped == 1

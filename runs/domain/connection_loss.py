@@ -1,0 +1,92 @@
+"""A database connection lost under a transaction (a server restart, a failover, a killed
+backend), as requests and workers meet it. Lost before its COMMIT, nothing of the
+transaction was applied. Lost during its COMMIT, or during a statement that commits itself
+(`rows.alone`), the server may have committed before the connection went: the backend
+remembers that (harbor_site.postgresql), with the transaction's id, which its closing write
+returned (`events._insert`), and the commit's hooks, which Django drops with a failed
+commit. PostgreSQL then says what became of it (`pg_xact_status`)."""
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.db import InterfaceError, OperationalError, connection
+
+log = logging.getLogger("harbor.db")
+
+T = TypeVar("T")
+
+SHUTDOWN = {"57P01", "57P02", "57P03"}  # admin_shutdown, crash_shutdown, cannot_connect_now
+
+
+def was_lost(error: BaseException) -> bool:
+    """The error is the connection's loss, not the statement's: PostgreSQL's SQLSTATE class
+    08, its shutdown codes, or libpq's own error, which has none (a deadlock is an
+    OperationalError too, on a connection that lives on). The connection itself cannot
+    tell: leaving the failed transaction has already opened a new one."""
+    if isinstance(error, InterfaceError):
+        return True
+    if not isinstance(error, OperationalError):
+        return False
+    sqlstate = getattr(error.__cause__, "sqlstate", "")  # psycopg's; SQLite's errors have none
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in SHUTDOWN
+
+
+def commit_in_doubt() -> bool:
+    return bool(getattr(connection, "commit_in_doubt", False))
+
+
+def forget_doubt() -> None:
+    """Before a new unit of work: no earlier transaction's doubt is its own."""
+    connection.commit_in_doubt = False  # type: ignore[attr-defined]  # set by harbor_site.postgresql
+    connection.doubted_transaction, connection.doubted_hooks = None, []  # type: ignore[attr-defined]
+
+
+def commit_outcome(timeout: float = 2.0) -> str | None:
+    """What became of the transaction whose COMMIT is in doubt, asked on a new connection:
+    "committed" or "aborted"; None if that cannot be learned (its id never came back, it
+    is still in progress after `timeout`, or the server cannot be reached)."""
+    transaction_id = getattr(connection, "doubted_transaction", None)
+    if transaction_id is None:
+        return None
+    connection.close()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_xact_status(%s::xid8)", [transaction_id])
+                (status,) = cursor.fetchone()
+            if status != "in progress":
+                return status  # or None: too old for the server to remember
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+    except (OperationalError, InterfaceError):
+        return None
+
+
+def run_kept_hooks() -> None:
+    """The on_commit callbacks of a commit that landed after all: wake-ups, hand-offs and
+    live pushes, as after any commit."""
+    hooks, connection.doubted_hooks = getattr(connection, "doubted_hooks", []), []  # type: ignore[attr-defined]
+    for _savepoints, hook, _robust in hooks:
+        try:
+            hook()
+        except Exception:  # what was committed stands; a lost wake-up is the sweep's to make up
+            log.exception("a commit hook of a transaction that landed after all failed")
+
+
+def once_more_if_lost(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`fn`, which may be done twice (a read, a worker's look for work), again on a new
+    connection if its connection was lost."""
+    forget_doubt()
+    try:
+        return fn(*args, **kwargs)
+    except Exception as error:
+        if not was_lost(error) or connection.in_atomic_block:
+            raise
+        log.warning("the database connection was lost (%s); once more on a new one", error)
+    connection.close()
+    forget_doubt()
+    return fn(*args, **kwargs)
