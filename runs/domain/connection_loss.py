@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 
 from django.db import InterfaceError, OperationalError, connection
 
+from runs.domain import events
+
 log = logging.getLogger("harbor.db")
 
 T = TypeVar("T")
@@ -90,3 +92,30 @@ def once_more_if_lost(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     connection.close()
     forget_doubt()
     return fn(*args, **kwargs)
+
+
+def atomic_surviving_loss(work: Callable[[], T], *, run_id: str) -> T:
+    """`work` in a service transaction (events.atomic), and what it returned. A connection
+    lost before the COMMIT has it done once more on a new connection; one lost during the
+    COMMIT, if PostgreSQL says it landed, has it taken as done. For a worker's transactions
+    that re-check what they rely on under their locks, and whose loss would cost what came
+    before them: a tool's body, a planner's answer."""
+    for tries_left in (1, 0):
+        done: list[T] = []
+        forget_doubt()
+        try:
+            with events.atomic():
+                done.append(work())
+            return done[0]
+        except (OperationalError, InterfaceError) as error:
+            if not tries_left or not was_lost(error):
+                raise
+            landed = commit_outcome() if commit_in_doubt() else "aborted"
+            if landed == "committed":
+                run_kept_hooks()
+                return done[0]
+            if landed != "aborted":
+                raise
+            log.warning("run %s: the database connection was lost (%s); once more on a new one", run_id, error)
+            connection.close()
+    raise AssertionError("unreachable")

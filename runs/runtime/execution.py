@@ -3,16 +3,13 @@ the record of its outcome: under the run lock, only if this worker still holds t
 the attempt is still the step's live one (the fence). The record's transaction goes on
 with whatever comes next (`then`), so the next step needs no transaction of its own."""
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from django.db import InterfaceError, OperationalError, connection
-
 from runs.domain import events
-from runs.domain.connection_loss import commit_in_doubt, commit_outcome, forget_doubt, run_kept_hooks, was_lost
+from runs.domain.connection_loss import atomic_surviving_loss
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 from runs.domain.event_types import ToolCompleted, ToolFailed, tool_pause_companion
 from runs.domain.rows import RUNS
@@ -23,8 +20,6 @@ from .lease import Lease, LeaseLost
 from .ledger import settle_attempt, settle_attempt_at_end
 from .parking import park
 from .tools import Interrupted, Tool, ToolContext, ToolPause
-
-log = logging.getLogger("harbor.runtime")
 
 Next = TypeVar("Next")
 Then = Callable[[Lease, Run], Next]  # what comes next, in the same transaction
@@ -107,46 +102,25 @@ def _record(
     lease: Lease, call: Call, outcome: str, apply: Callable[[Run], object], then: Then[Next], error: str = ""
 ) -> Next | None:
     """Record an attempt's outcome under the run lock, only if this worker still holds the
-    run and the attempt is still the step's live one (the fence), then go on. The body ran
-    once: a connection lost under its record does not send the step round again. The
-    record is made again on a new connection (the lease still held), or, if its COMMIT was
-    in doubt and PostgreSQL says it was applied, taken as made."""
-    for tries_left in (1, 0):
-        made: list[Next | None] = []
-        forget_doubt()
+    run and the attempt is still the step's live one (the fence), then go on. Kept through
+    a lost connection (the record made again, or taken as made): the body is not run twice
+    for it."""
+
+    def record() -> Next | None:
         try:
-            with events.atomic():
-                made.append(_record_once(lease, call, outcome, apply, then, error))
-            return made[0]
-        except (OperationalError, InterfaceError) as failure:
-            if not tries_left or not was_lost(failure):
-                raise
-            landed = commit_outcome() if commit_in_doubt() else "aborted"
-            if landed == "committed":
-                run_kept_hooks()
-                return made[0]
-            if landed != "aborted":
-                raise
-            log.warning("run %s: the connection was lost recording step %s; recorded again", lease.run_id, call.step)
-            connection.close()
-    raise AssertionError("unreachable")
+            run = lease.locked_run()
+        except LeaseLost:
+            settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
+            raise
+        if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != call.step:
+            settle_attempt(call.attempt, ToolCallOutcome.FENCED, f"the run moved on (it is {run.status})")
+            return None
+        # Unless it is no longer the step's live attempt (another worker took the step over):
+        # then nothing of this transaction lands.
+        settle_attempt_at_end(call.attempt, outcome, LeaseLost(lease.run_id), error)
+        return then(lease, run) if apply(run) else None
 
-
-def _record_once(
-    lease: Lease, call: Call, outcome: str, apply: Callable[[Run], object], then: Then[Next], error: str
-) -> Next | None:
-    try:
-        run = lease.locked_run()
-    except LeaseLost:
-        settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
-        raise
-    if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != call.step:
-        settle_attempt(call.attempt, ToolCallOutcome.FENCED, f"the run moved on (it is {run.status})")
-        return None
-    # Unless it is no longer the step's live attempt (another worker took the step over):
-    # then nothing of this transaction lands.
-    settle_attempt_at_end(call.attempt, outcome, LeaseLost(lease.run_id), error)
-    return then(lease, run) if apply(run) else None
+    return atomic_surviving_loss(record, run_id=lease.run_id)
 
 
 def _checkpoint(run: Run, call: Call, result: object) -> bool:

@@ -139,3 +139,28 @@ def test_a_worker_task_whose_connection_was_dropped_looks_again_on_a_new_one(peo
     assert tasks.dispatch() == 1
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE
+
+
+def test_a_planner_answer_whose_connection_the_database_dropped_is_acted_on_not_asked_again(people_tx):
+    """A planner may be a model that took minutes: its answer outlives the connection."""
+    asked: list[int] = []
+
+    class Planner:
+        def decide(self, view):
+            asked.append(len(view.history))
+            if len(asked) == 1:
+                _terminate([connection.connection.info.backend_pid])
+            return Finish("done") if view.history else CallTool("work", {})
+
+    register_agent(
+        Agent(id="forgetful", description="test", planner=Planner, tools={"work": Tool("work", lambda a, c: {})})
+    )
+    try:
+        run, _ = run_start(caller=people_tx.caller("alice"), query="work", agent_id="forgetful")
+        drain()
+    finally:
+        unregister_agent("forgetful")
+    run.refresh_from_db()
+    assert (run.status, run.answer) == (RunStatus.COMPLETE, "done")
+    assert asked == [0, 1]  # each step's planner asked once
+    assert _ledger(run) == [(1, "completed")]
