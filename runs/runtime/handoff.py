@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import transaction
 
 from runs.domain import events
+from runs.domain.connection_loss import once_more_if_lost
 from runs.models import Run, ToolCallOutcome
 
 from . import loop
@@ -73,7 +74,7 @@ def carry_handed(limit: int | None = None) -> int:
         except IndexError:
             break
         try:
-            run = lease.renew_reading()
+            run = once_more_if_lost(lease.renew_reading)  # a renewal may be made twice
             if run is None:
                 log.warning("run %s: its hand-off lost the lease meanwhile; the new holder goes on", lease.run_id)
                 continue

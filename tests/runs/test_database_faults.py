@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from runs import tasks
-from runs.domain.services import run_start
+from runs.domain.services import run_start, steering_submit
 from runs.models import Run, RunStatus, ToolCall
 from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Finish
@@ -163,4 +163,37 @@ def test_a_planner_answer_whose_connection_the_database_dropped_is_acted_on_not_
     run.refresh_from_db()
     assert (run.status, run.answer) == (RunStatus.COMPLETE, "done")
     assert asked == [0, 1]  # each step's planner asked once
+    assert _ledger(run) == [(1, "completed")]
+
+
+def test_a_hand_off_whose_connection_the_database_dropped_goes_on_at_once(people_tx):
+    """The approval handed the run to this process's worker; the worker's first read, on a
+    dropped connection, is made again on a new one, rather than the run waiting out its
+    lease for another worker."""
+    ran: list[dict] = []
+
+    class Planner:
+        def decide(self, view):
+            return Finish("done") if view.history else CallTool("launch", {})
+
+    def launch(args, ctx):
+        ran.append(args)
+        return {}
+
+    register_agent(
+        Agent(
+            id="gated", description="test", planner=Planner, tools={"launch": Tool("launch", launch, approval="always")}
+        )
+    )
+    try:
+        alice = people_tx.caller("alice")
+        run, _ = run_start(caller=alice, query="launch", agent_id="gated")
+        drain()
+        steering_submit(caller=alice, run_id=run.pk, method="approve", payload={})
+        _terminate([connection.connection.info.backend_pid])
+        drain()
+    finally:
+        unregister_agent("gated")
+    run.refresh_from_db()
+    assert (run.status, len(ran)) == (RunStatus.COMPLETE, 1)
     assert _ledger(run) == [(1, "completed")]
