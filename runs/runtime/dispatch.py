@@ -19,6 +19,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from approvals.domain.services import pause_sweep_overdue
+from runs.domain.connection_loss import once_more_if_lost
 from runs.domain.rows import prepared_cursor
 from runs.models import Run
 
@@ -33,7 +34,7 @@ log = logging.getLogger("harbor.runtime")
 def drain(*, limit: int | None = None) -> int:
     """Advance the runs handed to this process, then ready runs, highest priority first,
     until none is left (or `limit`)."""
-    handles.reap_ended()
+    once_more_if_lost(handles.reap_ended)  # a dropped connection, met first here, holds no hand-off up
     advanced = carry_handed(limit)
     while limit is None or advanced < limit:
         if not any(loop.advance(pk) for pk in _ready_ids()):  # the first one claimed is advanced

@@ -13,6 +13,7 @@ from django.db import connection
 from runs import tasks
 from runs.domain.services import run_start, steering_submit
 from runs.models import Run, RunStatus, ToolCall
+from runs.runtime import handles
 from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent, unregister_agent
@@ -20,6 +21,13 @@ from runs.runtime.tools import Tool
 from tests.conftest import requires_postgres
 
 pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_connection_after():
+    """A test that fails leaves no dropped connection to the tests after it."""
+    yield
+    connection.close()
 
 
 def _terminate(pids: list[int]) -> None:
@@ -190,10 +198,12 @@ def test_a_hand_off_whose_connection_the_database_dropped_goes_on_at_once(people
         run, _ = run_start(caller=alice, query="launch", agent_id="gated")
         drain()
         steering_submit(caller=alice, run_id=run.pk, method="approve", payload={})
+        handles.register("elsewhere", "socket", object())  # the worker looks for ended runs first
         _terminate([connection.connection.info.backend_pid])
         drain()
     finally:
         unregister_agent("gated")
+        handles.release_run("elsewhere")
     run.refresh_from_db()
     assert (run.status, len(ran)) == (RunStatus.COMPLETE, 1)
     assert _ledger(run) == [(1, "completed")]
