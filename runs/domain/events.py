@@ -292,7 +292,7 @@ def _insert(
             if write.key or write.refused
         )
         # And the transaction's id, by which a COMMIT whose connection is lost is looked up
-        # (runs.protocol.lost_connection).
+        # (runs.domain.connection_loss).
         sql = (
             f"WITH {writes}bump AS ({bump} RETURNING event_sequence) {sql}"
             f" RETURNING sequence{keys}, pg_current_xact_id()::text"
