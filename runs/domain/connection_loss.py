@@ -68,7 +68,19 @@ def commit_outcome(timeout: float = 2.0) -> str | None:
         return None
 
 
-def run_kept_hooks() -> None:
+def what_landed() -> str | None:
+    """After a transaction lost its connection: "aborted" (nothing of it landed), "committed"
+    (its COMMIT, in doubt, landed: the hooks Django dropped with it have now run), or None
+    (that cannot be learned)."""
+    if not commit_in_doubt():
+        return "aborted"
+    outcome = commit_outcome()
+    if outcome == "committed":
+        _run_kept_hooks()
+    return outcome
+
+
+def _run_kept_hooks() -> None:
     """The on_commit callbacks of a commit that landed after all: wake-ups, hand-offs and
     live pushes, as after any commit."""
     hooks, connection.doubted_hooks = getattr(connection, "doubted_hooks", []), []  # type: ignore[attr-defined]
@@ -110,9 +122,8 @@ def atomic_surviving_loss(work: Callable[[], T], *, run_id: str) -> T:
         except (OperationalError, InterfaceError) as error:
             if not tries_left or not was_lost(error):
                 raise
-            landed = commit_outcome() if commit_in_doubt() else "aborted"
+            landed = what_landed()
             if landed == "committed":
-                run_kept_hooks()
                 return done[0]
             if landed != "aborted":
                 raise

@@ -12,7 +12,7 @@ would have set off (a worker woken, live pushes) runs then. A transaction still 
 
 from django.db import connection
 
-from runs.domain.connection_loss import commit_in_doubt, commit_outcome, forget_doubt, run_kept_hooks, was_lost
+from runs.domain.connection_loss import commit_in_doubt, forget_doubt, was_lost, what_landed
 
 
 class AnswerAgain(Exception):
@@ -30,26 +30,18 @@ def after_loss(error: BaseException, *, replayable: bool) -> str | None:
     it once."""
     if not was_lost(error) or connection.in_atomic_block:
         return None
-    if replayable or not commit_in_doubt():
+    if replayable:
         return Outcome.ANSWER_AGAIN
-    outcome = commit_outcome()
-    if outcome == "aborted":
+    landed = what_landed()
+    if landed == "aborted":
         return Outcome.ANSWER_AGAIN
-    if outcome == "committed":
-        run_kept_hooks()
-        return Outcome.LANDED
-    return None
-
-
-def begin() -> None:
-    """Before answering: no earlier request's doubt is this one's."""
-    forget_doubt()
+    return Outcome.LANDED if landed == "committed" else None
 
 
 def reconnect() -> None:
     """Let the next query take a new connection (the pool discards the lost one)."""
     connection.close()
-    begin()
+    forget_doubt()
 
 
 def lost_message() -> str:

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
+from runs.domain.connection_loss import forget_doubt
 from runs.domain.errors import (
     IdentityRequired,
     InvalidRequest,
@@ -134,7 +135,7 @@ class ProtocolView(APIView):
         return exception_handler
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-        lost_connection.begin()
+        forget_doubt()  # no earlier request's doubt is this one's
         self.answered_again = False
         try:
             return super().dispatch(request, *args, **kwargs)

@@ -6,7 +6,6 @@ with the pool the production settings configure."""
 import threading
 import time
 
-import psycopg
 import pytest
 from django.db import connection
 
@@ -19,6 +18,7 @@ from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent, unregister_agent
 from runs.runtime.tools import Tool
 from tests.conftest import requires_postgres
+from tests.dropped_connections import commit_then_lose_the_answer, terminate
 
 pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
 
@@ -28,13 +28,6 @@ def _fresh_connection_after():
     """A test that fails leaves no dropped connection to the tests after it."""
     yield
     connection.close()
-
-
-def _terminate(pids: list[int]) -> None:
-    """Drop these server connections, as a restart would, from a connection of our own."""
-    params = connection.get_connection_params()
-    with psycopg.connect(**{k: v for k, v in params.items() if k != "cursor_factory"}, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
 
 
 def _in_thread(work) -> list:
@@ -65,25 +58,11 @@ def test_a_pool_whose_connections_were_all_dropped_hands_out_a_live_one_at_once(
         thread.start()
     for thread in threads:
         thread.join()
-    _terminate(pids)
+    terminate(pids)
     began = time.monotonic()
     answers = [_in_thread(lambda: Run.objects.count())[0] for _ in range(5)]
     assert answers == [0] * 5
     assert time.monotonic() - began < 2  # not a check, a back-off and a retry per dead connection
-
-
-def _commit_then_lose_the_answer() -> None:
-    """The connection's next COMMIT reaches the server and is applied; its answer is lost."""
-    raw = connection.connection
-    commit = raw.commit
-
-    def committed_then_lost() -> None:
-        raw.commit = commit
-        raw.execute("COMMIT")
-        _terminate([raw.info.backend_pid])
-        raw.execute("SELECT 1")  # the server is gone: a real loss, raised here
-
-    raw.commit = committed_then_lost
 
 
 @pytest.fixture
@@ -97,9 +76,9 @@ def dropping_tool():
         def body(args, ctx):
             calls.append(seconds)
             if len(calls) == 1 and seconds is None:
-                _commit_then_lose_the_answer()
+                commit_then_lose_the_answer()
             elif len(calls) == 1 and seconds is not None:
-                _terminate([connection.connection.info.backend_pid])
+                terminate([connection.connection.info.backend_pid])
                 time.sleep(seconds)
             return {"ok": True}
 
@@ -143,7 +122,7 @@ def test_a_worker_task_whose_connection_was_dropped_looks_again_on_a_new_one(peo
     (the sweep makes it good, seconds later): it looks once more on a new connection."""
     settings.HARBOR_HANDOFF = False  # left to a worker's look, as where the workers are Celery's
     run, _ = run_start(caller=people_tx.caller("alice"), query="count to 2", agent_id="countdown")
-    _terminate([connection.cursor().connection.info.backend_pid])
+    terminate([connection.cursor().connection.info.backend_pid])
     assert tasks.dispatch() == 1
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE
@@ -157,7 +136,7 @@ def test_a_planner_answer_whose_connection_the_database_dropped_is_acted_on_not_
         def decide(self, view):
             asked.append(len(view.history))
             if len(asked) == 1:
-                _terminate([connection.connection.info.backend_pid])
+                terminate([connection.connection.info.backend_pid])
             return Finish("done") if view.history else CallTool("work", {})
 
     register_agent(
@@ -199,7 +178,7 @@ def test_a_hand_off_whose_connection_the_database_dropped_goes_on_at_once(people
         drain()
         steering_submit(caller=alice, run_id=run.pk, method="approve", payload={})
         handles.register("elsewhere", "socket", object())  # the worker looks for ended runs first
-        _terminate([connection.connection.info.backend_pid])
+        terminate([connection.connection.info.backend_pid])
         drain()
     finally:
         unregister_agent("gated")

@@ -13,17 +13,11 @@ from runs.domain import connection_loss
 from runs.models import Event, Run, RunStatus
 from runs.runtime.dispatch import drain
 from tests.conftest import requires_postgres
+from tests.dropped_connections import commit_then_lose_the_answer, terminate_own_backend
 
 from .conftest import Api
 
 pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
-
-
-def _terminate_own_backend() -> None:
-    pid = connection.connection.info.backend_pid
-    params = {k: v for k, v in connection.get_connection_params().items() if k != "cursor_factory"}
-    with psycopg.connect(**params, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])  # returns once it is gone
 
 
 class Drop:
@@ -35,7 +29,7 @@ class Drop:
     def __call__(self, execute, sql, params, many, context):
         if self.dropped < self.times and self.marker in sql:
             self.dropped += 1
-            _terminate_own_backend()
+            terminate_own_backend()
         return execute(sql, params, many, context)
 
 
@@ -82,7 +76,7 @@ def test_a_start_whose_answer_was_lost_after_it_committed_answers_the_run_it_mad
         result = execute(sql, params, many, context)
         if 'INSERT INTO "runs_run"' in sql and not lost:
             lost.append(sql)  # committed (a lone statement): the answer is lost on the way back
-            _terminate_own_backend()
+            terminate_own_backend()
             connection.cursor().execute("SELECT 1")  # the server is gone: a real loss, raised here
         return result
 
@@ -119,7 +113,7 @@ def _drop_the_next_commit(monkeypatch) -> None:
 
     def dropped_commit() -> None:
         monkeypatch.undo()  # one COMMIT lost; the next request's are not
-        _terminate_own_backend()
+        terminate_own_backend()
         commit()
 
     monkeypatch.setattr(connection, "commit", dropped_commit)
@@ -137,25 +131,11 @@ def test_an_approval_whose_commit_was_dropped_before_it_landed_is_answered_again
     assert Run.objects.get(pk=run).status == RunStatus.COMPLETE
 
 
-def _commit_then_lose_the_answer(monkeypatch) -> None:
-    """The next COMMIT reaches the server and is applied; its answer is lost on the way back."""
-    raw = connection.connection
-
-    def committed_then_lost() -> None:
-        monkeypatch.undo()
-        raw.execute("COMMIT")
-        _terminate_own_backend()
-        raw.execute("SELECT 1")  # the server is gone: a real loss, raised here
-
-    monkeypatch.setattr(raw, "commit", committed_then_lost)
-
-
-def test_an_approval_whose_commit_landed_but_whose_answer_was_lost_is_answered_as_landed(api, monkeypatch):
+def test_an_approval_whose_commit_landed_but_whose_answer_was_lost_is_answered_as_landed(api):
     """Committed after all: answered 200 once, not applied again, and what the commit would
     have set off (the worker that carries the run on) still happens."""
     run, pause = _parked_deploy(api)
-    connection.ensure_connection()
-    _commit_then_lose_the_answer(monkeypatch)
+    commit_then_lose_the_answer()
     assert api.ok("/v1/control/approve", {"identity": {"run": run}, "payload": {}})["method"] == "approve"
     assert Pause.objects.get(pk=pause).state == PauseState.RESUMED
     assert _decisions(run) == ["pause.resumed"]
