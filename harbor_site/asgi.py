@@ -22,7 +22,7 @@ from django.http.request import split_domain_port, validate_host  # noqa: E402
 from harbor_site.request_threads import RequestThreads  # noqa: E402
 from harbor_site.sqlite_wal import keep_wal_open  # noqa: E402
 from runs.domain import events  # noqa: E402
-from runs.protocol.middleware import BodyLimit, OneThreadASGIHandler, limit_daphne_bodies  # noqa: E402
+from runs.protocol.middleware import BodyLimit, OneThreadASGIHandler, limit_daphne_bodies, origin_form  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
 from runs.web.consumers import SERVER_SEND  # noqa: E402
 from runs.web.routing import websocket_urlpatterns  # noqa: E402
@@ -97,6 +97,8 @@ async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISend
         events.bind_server_loop(asyncio.get_running_loop())
         keep_wal_open()  # SQLite: requests closing the last connection would rebuild the log each time
         start_local_runtime()
+    if scope["type"] == "http":
+        scope = cast(Scope, origin_form(dict(scope)))
     if scope["type"] == "http" and scope.get("path") in STREAM_PATHS:
         async with ThreadSensitiveContext(executor=_STREAM_SETUP):
             await _router(scope, receive, send)

@@ -27,12 +27,12 @@ def steering_payload_clean(method: str, payload: dict) -> dict:
         optional_string("reason")
         if "args" in payload and payload["args"] is not None and not isinstance(payload["args"], dict):
             raise PayloadInvalid("approve: args must be an object")
-        allowed = (
-            {"token", "reason"}
-            | ({"args"} if method == Instruction.APPROVE else set())
-            | ({"input"} if method == Instruction.RESUME else set())
-        )
-        return {k: v for k, v in payload.items() if k in allowed and v is not None}
+        # Edited arguments belong to an approve, an answer to a resume: on another decision
+        # they would be dropped unseen, so they are refused.
+        for name, owner in (("args", Instruction.APPROVE), ("input", Instruction.RESUME)):
+            if payload.get(name) is not None and method != owner:
+                raise PayloadInvalid(f"{name} may only accompany {owner.value}")
+        return {k: v for k, v in payload.items() if k in {"token", "reason", "args", "input"} and v is not None}
     if method == Instruction.REDIRECT:
         goal = payload.get("goal")
         if not isinstance(goal, str) or not goal.strip():

@@ -17,6 +17,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -73,6 +74,33 @@ def client_address(peer: str | None, forwarded_for: str, trusted: tuple[Network,
     return address
 
 
+def split_target(target: str) -> tuple[str, str | None]:
+    """A request target's path, and the authority it names when it came in absolute form
+    (`POST http://host/v1/... HTTP/1.1`, which an HTTP/1.1 server must accept: RFC 9112
+    §3.2.2), else None."""
+    if not target.startswith(("http://", "https://")):
+        return target, None
+    parts = urlsplit(target)
+    return parts.path or "/", parts.netloc.rpartition("@")[2]
+
+
+def origin_form(scope: Scope) -> Scope:
+    """An HTTP request whose target came in absolute form as if it came in origin form: its
+    path alone, and the authority it named as its Host (checked against ALLOWED_HOSTS as any
+    Host is). Without this such a request reached no route, and /v1/ answered it with
+    Django's HTML page instead of the protocol's JSON."""
+    path, authority = split_target(scope.get("path", ""))
+    if authority is None:
+        return scope
+    headers = [(name, value) for name, value in scope.get("headers", []) if name.lower() != b"host"]
+    return {
+        **scope,
+        "path": path,
+        "raw_path": split_target(scope.get("raw_path", b"").decode("latin-1"))[0].encode("latin-1"),
+        "headers": [*headers, (b"host", authority.encode("latin-1"))],
+    }
+
+
 def _error(status: int, code: str, message: str) -> JsonResponse:
     return JsonResponse({"code": code, "message": message}, status=status)
 
@@ -87,6 +115,8 @@ class ProtocolGuardMiddleware(MiddlewareMixin):
         if trusted:
             request.META["HARBOR_PEER_ADDR"] = peer = request.META.get("REMOTE_ADDR")
             request.META["REMOTE_ADDR"] = client_address(peer, request.META.get("HTTP_X_FORWARDED_FOR", ""), trusted)
+        if request.path == PROTOCOL_PREFIX.rstrip("/"):  # not redirected to /v1/ by an HTML page
+            return _error(404, "not_found", f"no such route; the protocol's routes are under {PROTOCOL_PREFIX}")
         if not request.path.startswith(PROTOCOL_PREFIX):
             return None
         try:
@@ -205,7 +235,8 @@ def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES, page_limit: int | None =
     def gotLength(self: WebRequest, length: int | None) -> None:
         # The request line is parsed (the channel holds its target); the body is not read yet.
         self.harbor_received, self.harbor_refused = 0, False
-        self.harbor_protocol = (getattr(self.channel, "_path", b"") or b"").startswith(PROTOCOL_PREFIX.encode())
+        target = (getattr(self.channel, "_path", b"") or b"").decode("latin-1")
+        self.harbor_protocol = split_target(target)[0].startswith(PROTOCOL_PREFIX)
         self.harbor_limit = limit if self.harbor_protocol else page_limit
         if self.harbor_limit is not None and length is not None and length > self.harbor_limit:
             got_length(self, 0)  # a tiny in-memory buffer, never filled

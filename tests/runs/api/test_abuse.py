@@ -101,6 +101,11 @@ def test_an_error_message_quoting_a_lone_surrogate_still_renders(api):
     _coded(api.post("/v1/tasks/list", raw=raw), 422, "payload_invalid")
 
 
+@pytest.mark.parametrize("method", ["get", "post", "put", "delete", "options"])
+def test_v1_without_its_slash_is_a_json_404_not_a_redirect(api, method):
+    _coded(getattr(api.client, method)("/v1", HTTP_AUTHORIZATION=f"Bearer {mint('alice')}"), 404, "not_found")
+
+
 @pytest.mark.parametrize("path", ["/v1/tasks/list", "/v1/nope", "/v1/openapi.json"])
 def test_a_foreign_host_header_on_v1_is_a_json_400(api, path):
     response = api.client.post(

@@ -3,6 +3,7 @@ buffered all of it (Twisted writes a body past 100 kB to a temporary file first)
 body is Django's alone to parse, and a foreign Host gets the protocol's JSON error, not a
 page."""
 
+import http.client
 import json
 import socket
 import time
@@ -91,3 +92,22 @@ def test_a_foreign_host_is_a_json_400_even_with_debug_pages_on(live_harbor):
     response = httpx.post(f"{live_harbor.url}/v1/tasks/list", content=b"{}", headers={"Host": "evil.example"})
     assert response.headers["Content-Type"].startswith("application/json")
     assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
+
+
+def test_a_target_in_absolute_form_reaches_the_protocol(live_harbor):
+    # RFC 9112 §3.2.2: a server accepts `POST http://host/path`, and the authority, not the
+    # Host header, names the host.
+    url = urlsplit(live_harbor.url)
+    for target, status, code in [
+        (f"http://{url.netloc}/v1/tasks/list", 401, "identity_required"),  # as `POST /v1/tasks/list`
+        ("http://evil.example/v1/tasks/list", 400, "invalid_request"),  # a foreign host
+    ]:
+        client = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+        client.putrequest("POST", target, skip_host=True)
+        for name, value in (("Host", url.netloc), ("Content-Type", "application/json"), ("Content-Length", "2")):
+            client.putheader(name, value)
+        client.endheaders(b"{}")
+        response = client.getresponse()
+        assert response.getheader("Content-Type", "").startswith("application/json")
+        assert (response.status, json.loads(response.read())["code"]) == (status, code)
+        client.close()
