@@ -3,13 +3,16 @@ the record of its outcome: under the run lock, only if this worker still holds t
 the attempt is still the step's live one (the fence). The record's transaction goes on
 with whatever comes next (`then`), so the next step needs no transaction of its own."""
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from django.db import InterfaceError, OperationalError
+
 from runs.domain import events
-from runs.domain.connection_loss import atomic_surviving_loss
+from runs.domain.connection_loss import atomic_surviving_loss, once_more_if_lost, was_lost
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 from runs.domain.event_types import ToolCompleted, ToolFailed, tool_pause_companion
 from runs.domain.rows import RUNS
@@ -20,6 +23,8 @@ from .lease import Lease, LeaseLost
 from .ledger import settle_attempt, settle_attempt_at_end
 from .parking import park
 from .tools import Interrupted, Tool, ToolContext, ToolPause
+
+log = logging.getLogger("harbor.runtime")
 
 Next = TypeVar("Next")
 Then = Callable[[Lease, Run], Next]  # what comes next, in the same transaction
@@ -82,6 +87,10 @@ def execute(lease: Lease, call: Call, then: Then[Next]) -> Next | None:
             message,
         )
     except Exception as error:
+        if was_lost(error):
+            # The database's connection, not the tool (the runtime's own check found it gone
+            # twice, or the body's own query did): the step is taken again, as after a crash.
+            raise
         message = f"{call.tool.name}: {type(error).__name__}: {error}"
 
         def failed(run: Run) -> None:
@@ -167,7 +176,10 @@ def _interrupt_probe(lease: Lease) -> Callable[[], bool]:
         now = time.monotonic()
         if now - checked_at >= 0.1:
             checked_at = now
-            cancelled = Run.objects.filter(pk=lease.run_id, hard_cancel=True).exists()
+            try:
+                cancelled = once_more_if_lost(Run.objects.filter(pk=lease.run_id, hard_cancel=True).exists)
+            except (OperationalError, InterfaceError) as error:  # the tool goes on; asked again next time
+                log.warning("run %s: the check for a hard cancel failed (%s)", lease.run_id, error)
         return cancelled
 
     return interrupted

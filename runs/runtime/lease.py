@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from runs.domain.connection_loss import once_more_if_lost
 from runs.domain.rows import RUNS, alone, prepared_cursor
 from runs.models import Run, RunStatus
 
@@ -165,13 +166,10 @@ class Lease:
         return bool(renewed)
 
     def fence(self) -> None:
-        """Raise unless this worker still holds an unexpired lease (a live database check)."""
-        if (
-            self.lost.is_set()
-            or not Run.objects.filter(
-                pk=self.run_id, lease_owner=self.worker, lease_expires_at__gte=timezone.now()
-            ).exists()
-        ):
+        """Raise unless this worker still holds an unexpired lease (a live database check, made
+        once more on a new connection if its own was lost)."""
+        held = Run.objects.filter(pk=self.run_id, lease_owner=self.worker, lease_expires_at__gte=timezone.now())
+        if self.lost.is_set() or not once_more_if_lost(held.exists):
             self.lost.set()
             raise LeaseLost(self.run_id)
 

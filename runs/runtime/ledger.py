@@ -36,12 +36,18 @@ def open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
     run.checkpoint = {**run.checkpoint, "pending_call": {**pending, "attempts": attempt.attempt}}
     events.at_end(RUNS, run)
     if attempt.attempt > 1:
-        TOOL_CALLS.update_where(
-            {"run": run, "step": step, "attempt": attempt.attempt - 1, "outcome": ToolCallOutcome.RUNNING},
-            outcome=ToolCallOutcome.LOST,
-            finished_at=timezone.now(),
-        )
+        lose_dead_attempt(run, step, attempt.attempt - 1)
     return attempt
+
+
+def lose_dead_attempt(run: Run, step: int, attempt: int) -> None:
+    """Mark the attempt lost if it is still marked running: its worker died (the caller
+    holds the run's lock and the lease that worker lost)."""
+    TOOL_CALLS.update_where(
+        {"run": run, "step": step, "attempt": attempt, "outcome": ToolCallOutcome.RUNNING},
+        outcome=ToolCallOutcome.LOST,
+        finished_at=timezone.now(),
+    )
 
 
 def settle_attempt_at_end(attempt: ToolCall, outcome: str, refused: Exception, error: str = "") -> None:

@@ -44,7 +44,7 @@ from runs.models import FailureCode, Run, RunStatus
 
 from .execution import Call, execute
 from .lease import Lease, LeaseLost
-from .ledger import open_attempt
+from .ledger import lose_dead_attempt, open_attempt
 from .parking import park, park_for_gate, park_for_operator
 from .planner import Decision, Finish, PlannerView, RequestPause, describe
 from .registry import get_agent
@@ -191,8 +191,11 @@ def at_boundary(lease: Lease | None, run: Run) -> Next:
     if run.status != RunStatus.RUNNING:
         return None
     if run.steering_pending:
+        attempts, step = (run.checkpoint.get("pending_call") or {}).get("attempts"), run.checkpoint.get("step", 0)
         stop = steering_apply_pending(run)
         if stop == "cancel":
+            if attempts:  # the call's last attempt may be a dead worker's: it never runs again
+                lose_dead_attempt(run, step, attempts)
             return None
         if stop == "pause":
             park_for_operator(run)

@@ -117,6 +117,50 @@ def test_a_step_whose_connection_the_database_dropped_goes_on_and_runs_its_body_
     assert not [r for r in caplog.records if "taken again" in r.getMessage()]  # its worker went on
 
 
+@pytest.fixture
+def asking_tool():
+    """An agent whose one tool, the first time it runs, drops its worker's database
+    connection and then asks the database something: through the runtime (a hard cancel, by
+    sleeping; its lease, by the fence) or itself."""
+    calls: list[str] = []
+
+    def tool(asks: str):
+        def body(args, ctx):
+            calls.append(asks)
+            if len(calls) == 1:
+                terminate([connection.connection.info.backend_pid])
+                {"sleep": lambda: ctx.sleep(0.01), "fence": ctx.fence, "itself": Run.objects.count}[asks]()
+            return {"ok": True}
+
+        class Planner:
+            def decide(self, view):
+                return Finish("done") if view.history else CallTool("work", {})
+
+        register_agent(Agent(id="asking", description="test", planner=Planner, tools={"work": Tool("work", body)}))
+        return calls
+
+    yield tool
+    unregister_agent("asking")
+
+
+@pytest.mark.parametrize(
+    "asks, ledger",
+    [
+        ("sleep", [(1, "completed")]),  # the runtime asks once more, on a new connection
+        ("fence", [(1, "completed")]),
+        ("itself", [(1, "lost"), (2, "completed")]),  # the database failed the step: taken again
+    ],
+)
+def test_a_tool_body_that_meets_a_dropped_connection_never_fails_its_run(people_tx, asking_tool, asks, ledger):
+    calls = asking_tool(asks)
+    run, _ = run_start(caller=people_tx.caller("alice"), query="work", agent_id="asking")
+    drain()
+    drain()  # a step taken again: the lease it released
+    run.refresh_from_db()
+    assert (run.status, run.answer) == (RunStatus.COMPLETE, "done")
+    assert _ledger(run) == ledger and len(calls) == len(ledger)
+
+
 def test_a_worker_task_whose_connection_was_dropped_looks_again_on_a_new_one(people_tx, settings):
     """A Celery dispatch task that lost its connection would lose the wake-up it carries
     (the sweep makes it good, seconds later): it looks once more on a new connection."""

@@ -287,6 +287,25 @@ def test_the_attempt_after_a_dead_worker_is_numbered_after_its_own(people, scrip
     assert [event.payload["Attempt"] for event in invoked] == [1, 2]
 
 
+def test_a_dead_workers_attempt_is_marked_lost_when_a_cancel_ends_its_run(people, scripted):
+    class WorkerDied(BaseException):
+        pass
+
+    def during(n, ctx):
+        raise WorkerDied()
+
+    scripted(steps=1, during=during)
+    run = start(people, "work", "scripted")
+    with pytest.raises(WorkerDied):
+        drain()
+    steering_submit(caller=people.caller("alice"), run_id=run.pk, method="cancel", payload={})
+    Run.objects.filter(pk=run.pk).update(lease_owner="dead", lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert drain() == 1  # the next worker meets the cancel at the boundary: the call never runs again
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+    assert list(ToolCall.objects.filter(run=run).values_list("attempt", "outcome")) == [(1, "lost")]
+
+
 def test_a_duplicate_dispatch_finds_nothing_to_do(people, scripted):
     agent = scripted(steps=2)
     run = start(people, "work", "scripted")
