@@ -147,6 +147,7 @@ def _handle(request: HttpRequest) -> Outcome:
         )
     except client.ProviderDown as down:
         flow_release(flow)
+        log.warning("OAuth code exchange for flow %s failed: %s", flow.pk, down)
         return Outcome(
             502,
             "exchange_failed",
@@ -154,6 +155,9 @@ def _handle(request: HttpRequest) -> Outcome:
             f"{down}. The run still waits: try signing in again in a moment.",
             **outcome,
         )
+    except BaseException:
+        flow_release(flow)  # an unforeseen failure: the sign-in can be made again
+        raise
     try:
         flow_complete(flow=flow, source=source, token=token)
     except (FlowGone, HarborError) as gone:

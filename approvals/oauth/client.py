@@ -46,13 +46,16 @@ def authorization_url(source: Source, *, state: str, verifier: str, redirect_uri
 
 def _call(fn: Any, *args: Any, **kwargs: Any) -> dict:
     try:
-        return dict(fn(*args, timeout=TIMEOUT_SECONDS, **kwargs))
+        token = dict(fn(*args, timeout=TIMEOUT_SECONDS, **kwargs))
     except OAuthError as error:
         raise ProviderRefused(f"{error.error}: {error.description or ''}".strip(": ")) from None
     except requests.RequestException as error:
         raise ProviderDown(f"the provider could not be reached ({type(error).__name__})") from None
     except ValueError as error:  # a body that is not a token response (an HTML error page)
         raise ProviderDown(f"the provider gave no token response ({error})") from None
+    if not isinstance(token.get("access_token"), str) or not token["access_token"]:
+        raise ProviderDown("the provider's token response has no access token")
+    return token
 
 
 def exchange_code(source: Source, *, code: str, verifier: str, redirect_uri: str) -> dict:

@@ -16,15 +16,12 @@ from runs.models import Run, Tenant
 from runs.runtime.wake import wake_on_commit
 
 from .credentials import credential_store
-from .flows import flow_begin
+from .flows import EXCHANGING, flow_begin, unclaimed
 from .models import OAuthFlow
 from .sources import Source, source_get
 
 # A tool's own sign-in, and a remote agent's auth-required that names a known source.
 SIGN_IN_CAUSES = (Cause.TOOL_OAUTH, Cause.A2A)
-
-
-EXCHANGING = "exchanging"  # a flow's outcome while one callback trades its code
 
 
 class FlowGone(Exception):
@@ -35,7 +32,8 @@ def flow_claim(flow: OAuthFlow) -> bool:
     """Take an unused flow for one callback's code exchange, in one guarded UPDATE: the
     provider takes a code once, so a replay arriving meanwhile finds the flow used (404),
     not a refused exchange. False when another callback took it first."""
-    return bool(OAuthFlow.objects.filter(pk=flow.pk, used_at=None).update(used_at=timezone.now(), outcome=EXCHANGING))
+    claimed = OAuthFlow.objects.filter(unclaimed(), pk=flow.pk).update(used_at=timezone.now(), outcome=EXCHANGING)
+    return bool(claimed)
 
 
 def flow_release(flow: OAuthFlow) -> None:
@@ -52,7 +50,7 @@ def _locked(flow: OAuthFlow, *, claimed: bool) -> tuple[Run, Pause, OAuthFlow]:
     run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("owner", "tenant").get(pk=flow.run_id)
     pause = Pause.objects.select_for_update(no_key=True).get(pk=flow.pause_id)
     locked = OAuthFlow.objects.select_for_update().get(pk=flow.pk)
-    usable = locked.outcome == EXCHANGING if claimed else locked.used_at is None
+    usable = locked.outcome == EXCHANGING if claimed else OAuthFlow.objects.filter(unclaimed(), pk=flow.pk).exists()
     if not usable or not pause.is_open or pause.cause not in SIGN_IN_CAUSES:
         raise FlowGone("this sign-in was already completed, or the run no longer waits for it")
     return run, pause, locked

@@ -14,6 +14,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.contrib.sessions.backends.base import SessionBase
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -75,13 +76,24 @@ def flow_begin(*, run: Run, source: Source) -> PendingFlow:
     )
 
 
+EXCHANGING = "exchanging"  # a flow's outcome while one callback trades its code
+# A callback's claim on a flow lasts its code exchange (the client's timeouts are 10 s); one
+# older than this was left by a process that died mid-exchange, and holds the flow no more.
+CLAIM_LAPSE = timedelta(seconds=60)
+
+
+def unclaimed() -> Q:
+    """The flows no callback holds: never used, or claimed by one that died mid-exchange."""
+    return Q(used_at=None) | Q(outcome=EXCHANGING, used_at__lt=timezone.now() - CLAIM_LAPSE)
+
+
 def flow_find(state: str) -> OAuthFlow | None:
     """The flow a `state` names (under any configured key), if it is unused and its pause
     still waits: the only one a sign-in may begin or complete."""
     if not state.startswith(STATE_PREFIX) or len(state) > 200:
         return None
     flows = OAuthFlow.objects.select_related("tenant", "user", "pause").filter(state_digest__in=digests(state))
-    flow = flows.filter(used_at=None).first()
+    flow = flows.filter(unclaimed()).first()
     return flow if flow is not None and flow.pause.is_open else None
 
 

@@ -299,3 +299,59 @@ def test_tokens_traded_for_a_run_cancelled_meanwhile_are_revoked(oauth_harbor, l
         f"{live_provider.url}/api/calendar/events", headers={"Authorization": f"Bearer {token['access_token']}"}
     )
     assert calendar.status_code == 401  # revoked at the provider
+
+
+def test_a_token_answer_without_an_access_token_is_exchange_failed_and_she_can_try_again(
+    oauth_harbor, live_provider
+) -> None:
+    alice, run_id, payload = parked(oauth_harbor)
+    callback = ProviderBrowser(live_provider, "alice").consent(begin(alice, payload["AuthorizeURL"]))
+
+    class Tokenless(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = b'{"token_type": "Bearer", "expires_in": 3600}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    relay = ThreadingHTTPServer(("127.0.0.1", 0), Tokenless)
+    threading.Thread(target=relay.serve_forever, daemon=True).start()
+    _set_source(oauth_harbor, token_url=f"http://127.0.0.1:{relay.server_address[1]}/o/token/")
+    try:
+        answer = alice.get(callback, headers=JSON)
+    finally:
+        relay.shutdown()
+        _restore_source(oauth_harbor, live_provider)
+    assert (answer.status_code, answer.json()["code"]) == (502, "exchange_failed")
+    assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
+    retry = ProviderBrowser(live_provider, "alice").consent(begin(alice, payload["AuthorizeURL"]))
+    assert alice.get(retry).status_code == 200
+    wait_status(oauth_harbor, run_id, "complete")
+
+
+def test_a_claim_left_by_a_callback_that_died_mid_exchange_lapses(oauth_harbor, live_provider) -> None:
+    """A process that dies while it trades the code leaves its flow claimed: while the claim
+    is young a callback finds it taken; once it has outlived any exchange, the sign-in goes on."""
+    alice, run_id, payload = parked(oauth_harbor)
+    callback = ProviderBrowser(live_provider, "alice").consent(begin(alice, payload["AuthorizeURL"]))
+
+    def claimed(seconds_ago: int) -> None:
+        in_server(
+            oauth_harbor,
+            "from datetime import timedelta\nfrom django.utils import timezone\n"
+            "from approvals.oauth.models import OAuthFlow\n"
+            f"OAuthFlow.objects.filter(run_id='{run_id}').update(outcome='exchanging', "
+            f"used_at=timezone.now() - timedelta(seconds={seconds_ago})); print(1)",
+        )
+
+    claimed(5)
+    expect(alice, callback.removeprefix(oauth_harbor.url), 404, "flow_not_found")
+    claimed(61)
+    assert alice.get(callback).status_code == 200
+    wait_status(oauth_harbor, run_id, "complete")
