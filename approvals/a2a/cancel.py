@@ -6,6 +6,8 @@ import threading
 
 from django.db import transaction
 
+from runs.models import Run
+
 from . import bridge, wire
 from .directory import RemoteAgent, UnknownRemoteAgent, remote_agent_for
 from .retry import with_retries
@@ -32,11 +34,12 @@ def cancel_remote_task(agent: RemoteAgent, task_id: str, *, context_id: str = ""
         return ""
 
 
-def cancel_remote_on_commit(tenant_id: int, tool_context: dict) -> None:
+def cancel_remote_on_commit(tenant_id: int, tool_context: dict | None, *, call: str | None = None) -> None:
     """For a parked a2a call ending (cancel, timeout): cancel its remote task once the
-    transaction has committed, in a thread of its own (never inside a lock or a request)."""
+    transaction has committed, in a thread of its own (never inside a lock or a request).
+    With `call` (an idempotency key), only that call's remote task."""
     state = (tool_context or {}).get("a2a") or {}
-    if not state.get("task_id"):
+    if not state.get("task_id") or (call is not None and state.get("call") != call):
         return
     try:
         agent = remote_agent_for(tenant_id, state["agent"])
@@ -50,6 +53,16 @@ def cancel_remote_on_commit(tenant_id: int, tool_context: dict) -> None:
         ).start()
 
     transaction.on_commit(start)
+
+
+def cancel_pending_call_on_commit(run: Run) -> None:
+    """A running run cancelled while its call waits to run (again): a remote task the call
+    began before (its question answered, then the cancel came first) ends with the run, as
+    a parked one's does."""
+    pending = run.checkpoint.get("pending_call")
+    if pending is not None:
+        state = (run.checkpoint.get("tool_context") or {}).get("state")
+        cancel_remote_on_commit(run.tenant_id, state, call=f"{run.pk}:{pending.get('step')}")
 
 
 def _nap(seconds: float) -> None:

@@ -71,6 +71,9 @@ def _run(agent: RemoteAgent, state: dict, ctx: ToolContext, operation: Callable[
     except (bridge.Interrupted, Interrupted):
         _cancel_quietly(agent, state)
         raise Interrupted() from None
+    except wire.RemoteStalled:
+        _cancel_quietly(agent, state)  # the call gives up on it: so does its agent
+        raise
 
 
 def _deliver(run: Run, agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext) -> RemoteTask:

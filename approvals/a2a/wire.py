@@ -3,8 +3,9 @@ client from the SDK's factory, and the four calls the delegation needs (send, ge
 context, cancel). Streams where the card offers streaming, polls where it does not."""
 
 import asyncio
+import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -107,9 +108,33 @@ async def connect(agent: RemoteAgent) -> AsyncIterator[tuple[Client, bool]]:
             await client.close()
 
 
+class RemoteStalled(Exception):
+    """The remote task stayed unsettled (submitted or working) past the time a call waits."""
+
+
+def settle_seconds() -> float:
+    """How long a call waits for its remote task to settle (HARBOR_A2A_SETTLE_SECONDS, 15
+    minutes by default): a task left working for ever (its agent restarted and dropped the
+    work) fails the call loudly instead of holding the run."""
+    return float(os.environ.get("HARBOR_A2A_SETTLE_SECONDS", "900"))
+
+
+async def _settled(agent: RemoteAgent, waiting: Awaitable[RemoteTask]) -> RemoteTask:
+    seconds = settle_seconds()
+    try:
+        async with asyncio.timeout(seconds):
+            return await waiting
+    except TimeoutError:
+        raise RemoteStalled(f"remote agent {agent.name}: its task did not settle in {seconds:g} s") from None
+
+
 async def send(agent: RemoteAgent, *, text: str, context_id: str, message_id: str, task_id: str = "") -> RemoteTask:
     """Send one text message (a new task in `context_id`, or more input on `task_id`) and
     follow the task until it settles: interrupted (input or auth required) or terminal."""
+    return await _settled(agent, _send(agent, text=text, context_id=context_id, message_id=message_id, task_id=task_id))
+
+
+async def _send(agent: RemoteAgent, *, text: str, context_id: str, message_id: str, task_id: str) -> RemoteTask:
     message = Message(role=Role.ROLE_USER, message_id=message_id, context_id=context_id, parts=[Part(text=text)])
     if task_id:
         message.task_id = task_id
@@ -148,7 +173,7 @@ async def _poll(client: Client, task_id: str) -> RemoteTask:
 async def follow(agent: RemoteAgent, task_id: str) -> RemoteTask:
     """Wait, by polling, until a task we already sent settles (a retry never re-sends)."""
     async with connect(agent) as (client, _):
-        return await _poll(client, task_id)
+        return await _settled(agent, _poll(client, task_id))
 
 
 async def get(agent: RemoteAgent, task_id: str) -> RemoteTask:

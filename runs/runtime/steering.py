@@ -3,6 +3,7 @@
 
 from django.utils import timezone
 
+from approvals.a2a.cancel import cancel_pending_call_on_commit
 from approvals.domain.services import pause_cancel_open
 from runs.domain import events
 from runs.domain.event_types import ContextInjected, Control, MessageReceived, TaskRedirected
@@ -53,6 +54,7 @@ def run_cancel_now(run: Run, *, reason: str, cascaded: bool) -> None:
     if run.status == RunStatus.PAUSED:
         pause_cancel_open(run=run, reason=reason, cascaded=cascaded)
     else:
+        cancel_pending_call_on_commit(run)
         run_cancelled(run, reason, cascaded)
     Run.objects.filter(pk=run.pk).update(hard_cancel=False)
     children = (

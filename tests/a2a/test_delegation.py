@@ -247,6 +247,36 @@ def test_cancelling_a_parked_run_cancels_the_remote_task(people_tx, travel_desk)
     assert wait_for_remote(travel_desk.url, task_id, "canceled") == "canceled"
 
 
+def test_a_cancel_that_reaches_an_answered_remote_call_before_it_goes_on_cancels_the_remote_task(
+    people_tx, travel_desk
+):
+    configure(people_tx, travel_desk.url)
+    run = start(people_tx, "Book a flight to Vienna")
+    drain()
+    task_id = open_pause(run).payload["RemoteTaskID"]
+    steer(people_tx, run, "resume", {"input": "March 3"})  # handed to a worker here, not begun yet
+    steer(people_tx, run, "cancel", {})  # at the run before its call goes on
+    drain()
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+    assert ledger(run) == [(0, 1, "paused"), (0, 2, "interrupted")]
+    assert wait_for_remote(travel_desk.url, task_id, "canceled") == "canceled"
+
+
+@pytest.mark.parametrize("desk", ["travel_desk", "polling_desk"])
+def test_a_remote_task_that_never_settles_fails_the_call_loudly_and_is_cancelled(people_tx, desk, request, monkeypatch):
+    url = request.getfixturevalue(desk).url
+    monkeypatch.setenv("HARBOR_A2A_SETTLE_SECONDS", "1")  # the slow desk takes 3 s
+    configure(people_tx, url)
+    run = start(people_tx, "Book a flight to Oslo, the desk is slow")
+    drain()
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED and "did not settle in 1 s" in run.failure_message
+    found = remote_task_of(run, url, "canceled")
+    assert found is not None and found.state == "canceled"
+    assert ledger(run) == [(0, 1, "failed")]
+
+
 def test_a_hard_cancel_during_a_slow_remote_call_cancels_the_remote_task(people_tx, travel_desk):
     import threading
 
