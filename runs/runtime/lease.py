@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from runs.domain.connection_loss import once_more_if_lost
@@ -262,12 +262,18 @@ class _Keeper:
 
     def _renew(self, lease: Lease) -> None:
         try:
-            if not lease.renew():
-                log.warning("worker %s lost its lease on run %s", lease.worker, lease.run_id)
-                self.drop(lease)
-        except Exception:  # the database is unreachable: the fence decides later
+            renewed = once_more_if_lost(lease.renew)  # a renewal may be made twice
+        except (OperationalError, InterfaceError) as error:  # the database is unreachable: the fence decides later
+            log.warning("lease renewal for run %s failed (%s)", lease.run_id, error)
+            connection.close()
+            return
+        except Exception:
             log.exception("lease renewal for run %s failed", lease.run_id)
             connection.close()
+            return
+        if not renewed:
+            log.warning("worker %s lost its lease on run %s", lease.worker, lease.run_id)
+            self.drop(lease)
 
 
 _keeper = _Keeper()

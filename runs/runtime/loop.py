@@ -193,9 +193,9 @@ def at_boundary(lease: Lease | None, run: Run) -> Next:
     if run.steering_pending:
         attempts, step = (run.checkpoint.get("pending_call") or {}).get("attempts"), run.checkpoint.get("step", 0)
         stop = steering_apply_pending(run)
+        if stop is not None and attempts:  # the call's last attempt may be a dead worker's: it stops here
+            lose_dead_attempt(run, step, attempts)
         if stop == "cancel":
-            if attempts:  # the call's last attempt may be a dead worker's: it never runs again
-                lose_dead_attempt(run, step, attempts)
             return None
         if stop == "pause":
             park_for_operator(run)

@@ -88,7 +88,8 @@ def steering_apply_pending(run: Run) -> str | None:
         lock_cascade(run)
     for instruction in pending:
         method, payload = instruction.instruction, instruction.payload
-        if stop is not None:
+        # A cancel still ends a run an earlier pause would only have parked.
+        if stop == Instruction.CANCEL or (stop == Instruction.PAUSE and method != Instruction.CANCEL):
             settle_instruction(instruction, run, SteeringState.REJECTED, f"run stopped by an earlier {stop}")
             continue
         if method == Instruction.REDIRECT:
@@ -107,7 +108,9 @@ def steering_apply_pending(run: Run) -> str | None:
         elif method in (Instruction.CANCEL, Instruction.PAUSE):
             stop, cascaded, hard = method, "cascaded_from" in payload, bool(payload.get("hard"))
         settle_instruction(instruction, run, SteeringState.APPLIED)
-    run.steering_pending = False
+    # Every pending instruction is settled: a hard cancel among them ends the run below, and
+    # the flag must not outlive it (each later attempt would be interrupted at once).
+    run.steering_pending, run.hard_cancel = False, False
     run.save()
     if stop == Instruction.CANCEL:
         reason = "hard-cancelled: any step in flight interrupted" if hard else "cancelled at a step boundary"

@@ -161,6 +161,22 @@ def test_a_tool_body_that_meets_a_dropped_connection_never_fails_its_run(people_
     assert _ledger(run) == ledger and len(calls) == len(ledger)
 
 
+def test_a_lease_renewal_whose_connection_was_dropped_is_made_on_a_new_one(people_tx, caplog):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from runs.runtime.lease import Lease, _keeper
+
+    run, _ = run_start(caller=people_tx.caller("alice"), query="count to 2", agent_id="countdown")
+    soon = timezone.now() + timedelta(seconds=5)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, lease_owner="w1", lease_expires_at=soon)
+    terminate([connection.cursor().connection.info.backend_pid])
+    _keeper._renew(Lease(run.pk, "w1"))
+    assert Run.objects.get(pk=run.pk).lease_expires_at > soon  # renewed, not left to lapse
+    assert not [r for r in caplog.records if "renewal" in r.getMessage()]
+
+
 def test_a_worker_task_whose_connection_was_dropped_looks_again_on_a_new_one(people_tx, settings):
     """A Celery dispatch task that lost its connection would lose the wake-up it carries
     (the sweep makes it good, seconds later): it looks once more on a new connection."""

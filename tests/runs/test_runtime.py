@@ -287,23 +287,39 @@ def test_the_attempt_after_a_dead_worker_is_numbered_after_its_own(people, scrip
     assert [event.payload["Attempt"] for event in invoked] == [1, 2]
 
 
-def test_a_dead_workers_attempt_is_marked_lost_when_a_cancel_ends_its_run(people, scripted):
+@pytest.mark.parametrize("method, status", [("cancel", RunStatus.CANCELLED), ("pause", RunStatus.PAUSED)])
+def test_a_dead_workers_attempt_is_marked_lost_when_steering_stops_its_run(people, scripted, method, status):
     class WorkerDied(BaseException):
         pass
 
     def during(n, ctx):
-        raise WorkerDied()
+        if len(agent.calls) == 1:
+            raise WorkerDied()
 
-    scripted(steps=1, during=during)
+    agent = scripted(steps=1, during=during)
     run = start(people, "work", "scripted")
     with pytest.raises(WorkerDied):
         drain()
-    steering_submit(caller=people.caller("alice"), run_id=run.pk, method="cancel", payload={})
+    steer(people, run, method)
     Run.objects.filter(pk=run.pk).update(lease_owner="dead", lease_expires_at=timezone.now() - timedelta(seconds=1))
-    assert drain() == 1  # the next worker meets the cancel at the boundary: the call never runs again
+    assert drain() == 1  # the next worker meets the steering at the boundary: the call stops there
     run.refresh_from_db()
-    assert run.status == RunStatus.CANCELLED
+    assert run.status == status
     assert list(ToolCall.objects.filter(run=run).values_list("attempt", "outcome")) == [(1, "lost")]
+
+
+def test_a_hard_cancel_after_a_pause_ends_the_run_and_leaves_no_flag_behind(people, scripted):
+    def during(n, ctx):
+        steer(people, run, "pause")
+        steer(people, run, "cancel", {"hard": True})
+        ctx.sleep(5)  # interrupted within ~0.1 s
+
+    scripted(steps=1, during=during)
+    run = start(people, "work", "scripted")
+    drain()
+    run.refresh_from_db()
+    assert (run.status, run.hard_cancel) == (RunStatus.CANCELLED, False)
+    assert list(ToolCall.objects.filter(run=run).values_list("attempt", "outcome")) == [(1, "interrupted")]
 
 
 def test_a_duplicate_dispatch_finds_nothing_to_do(people, scripted):
