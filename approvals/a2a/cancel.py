@@ -14,21 +14,29 @@ from .retry import with_retries
 
 log = logging.getLogger("harbor.a2a")
 WAIT_SECONDS = 15.0
+# A cancel runs off the run's path, so it can wait out an agent's restart: 12 attempts are
+# about a minute of backoff (0.5 s, 1 s, 2 s, 4 s, then every 8 s).
+CANCEL_ATTEMPTS = 12
 
 
-def cancel_remote_task(agent: RemoteAgent, task_id: str, *, context_id: str = "") -> str:
+def cancel_remote_task(agent: RemoteAgent, task_id: str, *, context_id: str = "", attempts: int = 0) -> str:
     """Cancel the remote task (found by its context when the send was still in flight).
-    Returns the remote state, or "" when there was nothing to cancel or it failed (logged)."""
+    Returns the remote state, or "" when there was nothing to cancel or it failed (logged).
+    `attempts`: per remote call, if not HARBOR_A2A_ATTEMPTS."""
     try:
         if not task_id and context_id:
-            found = with_retries(agent.name, lambda: bridge.call(wire.find_in_context(agent, context_id)), sleep=_nap)
+            found = with_retries(
+                agent.name, lambda: bridge.call(wire.find_in_context(agent, context_id)), sleep=_nap, total=attempts
+            )
             task_id = found.task_id if found else ""
         if not task_id:
             return ""
-        current = with_retries(agent.name, lambda: bridge.call(wire.get(agent, task_id)), sleep=_nap)
+        current = with_retries(agent.name, lambda: bridge.call(wire.get(agent, task_id)), sleep=_nap, total=attempts)
         if current.state in wire.TERMINAL:
             return current.state
-        return with_retries(agent.name, lambda: bridge.call(wire.cancel(agent, task_id)), sleep=_nap).state
+        return with_retries(
+            agent.name, lambda: bridge.call(wire.cancel(agent, task_id)), sleep=_nap, total=attempts
+        ).state
     except Exception as error:  # a cancel is best effort: the run is over either way
         log.warning("could not cancel remote task %s at %s: %s", task_id, agent.name, error)
         return ""
@@ -49,7 +57,11 @@ def cancel_remote_on_commit(tenant_id: int, tool_context: dict | None, *, call: 
 
     def start() -> None:
         threading.Thread(
-            target=cancel_remote_task, args=(agent, task_id), name="harbor-a2a-cancel", daemon=True
+            target=cancel_remote_task,
+            args=(agent, task_id),
+            kwargs={"attempts": CANCEL_ATTEMPTS},
+            name="harbor-a2a-cancel",
+            daemon=True,
         ).start()
 
     transaction.on_commit(start)

@@ -32,9 +32,10 @@ def backoff_seconds(attempt: int) -> float:
     return min(base * 2 ** (attempt - 1), 8.0)
 
 
-def with_retries(name: str, operation: Callable[[], T], *, sleep: Callable[[float], None]) -> T:
-    """`operation` must be safe to repeat (see delegate: every send first looks for itself)."""
-    total = attempts()
+def with_retries(name: str, operation: Callable[[], T], *, sleep: Callable[[float], None], total: int = 0) -> T:
+    """`operation` must be safe to repeat (see delegate: every send first looks for itself).
+    `total`: the attempts, if not HARBOR_A2A_ATTEMPTS."""
+    total = total or attempts()
     for attempt in range(1, total + 1):
         try:
             return operation()

@@ -130,6 +130,23 @@ def test_a_restarted_desk_goes_on_with_the_tasks_it_had(people_tx):
         stop_desk(desk)
 
 
+def test_a_parked_run_cancelled_while_its_desk_restarts_still_cancels_the_remote_task(people_tx):
+    desk = start_desk()
+    try:
+        configure(people_tx, desk.url)
+        run = start(people_tx, "Book a flight to Porto")
+        drain()
+        task_id = open_pause(run).payload["RemoteTaskID"]
+        desk.process.terminate()
+        desk.process.wait(timeout=10)
+        steer(people_tx, run, "cancel", {})  # the desk is down: its cancel waits for it
+        time.sleep(3)
+        restart_desk(desk)  # terminating the stopped process again is harmless
+        assert wait_for_remote(desk.url, task_id, "canceled", seconds=20) == "canceled"
+    finally:
+        stop_desk(desk)
+
+
 @pytest.mark.parametrize(
     ("query", "remote_state", "words"),
     [
