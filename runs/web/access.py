@@ -74,6 +74,9 @@ def member_required(
         caller = web_caller(request)
         if caller is None:
             return render(request, "no_membership.html", status=403)
+        shown = request.headers.get("X-Harbor-Tenant")
+        if shown and shown != caller.tenant.slug:  # a page's fetch, its tenant switched in another tab
+            return HttpResponse("This session now works in another tenant: reload.", status=409)
         member = cast(MemberRequest, request)  # what this decorator makes of it, just below
         member.caller = caller
         member.memberships = selectors.memberships_of(user=member.user)

@@ -59,6 +59,7 @@ CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 CLOSE_INVALID = 4400
 CLOSE_TOO_MANY = 4429  # the person holds HARBOR_WS_MAX_PER_USER sockets here already: the page retries later
+CLOSE_CHANGED = 4409  # the person's role changed: what the page shows (decide buttons, runs) is stale, it reloads
 
 SETTLE_SECONDS = 0.2
 # The scope key under which harbor_site.asgi hands a socket the server's own `send`: frames go
@@ -616,6 +617,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
                 )
                 self.catch_up = self.recheck = False
                 close, envelopes, cursor, viewer, head = await _reads_of_loop().read(read)
+                if close is None and recheck and viewer is not None and viewer.role != self.viewer.role:
+                    close = CLOSE_CHANGED
                 if close is not None:
                     await self.close(code=close)
                     return

@@ -1,5 +1,6 @@
 """Forms of the console: starting a run, and the payload each steering control sends."""
 
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,8 +23,12 @@ class StartRunForm(forms.Form):
     priority = forms.IntegerField(
         label="Priority", initial=0, min_value=PRIORITY_RANGE.start, max_value=PRIORITY_RANGE.stop - 1
     )
+    # One per rendered form: the same form sent twice (a resubmission, a double post) starts
+    # one run, as a start's idempotency_key does on the protocol.
+    submission = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("initial", {}).setdefault("submission", secrets.token_urlsafe(16))
         super().__init__(*args, **kwargs)
         agent_field = self.fields["agent_id"]
         assert isinstance(agent_field, forms.ChoiceField)

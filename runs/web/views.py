@@ -272,6 +272,9 @@ def run_new(request: MemberRequest) -> HttpResponse:
                 query=form.cleaned_data["query"],
                 agent_id=form.cleaned_data["agent_id"],
                 priority=form.cleaned_data["priority"],
+                idempotency_key=f"start-form:{form.cleaned_data['submission']}"
+                if form.cleaned_data["submission"]
+                else None,
             )
         except HarborError as error:
             messages.error(request, error_text(error))

@@ -87,6 +87,7 @@
       };
       socket.onclose = (event) => {
         setLive(false);
+        if (event.code === 4409) { location.reload(); return; } // the person's role changed: the page is stale
         if (event.code === 4400 || event.code === 4401 || event.code === 4403 || event.code === 4404) {
           if (indicator) indicator.textContent = "offline";
           return; // refused, signed out, revoked or gone: reconnecting would not help
@@ -111,7 +112,9 @@
   }
 
   async function fetchFragment(url) {
-    const response = await fetch(url || body.dataset.fragment, { headers: { "X-Requested-With": "fetch" }, credentials: "same-origin" });
+    const headers = { "X-Requested-With": "fetch", "X-Harbor-Tenant": body.dataset.tenant || "" };
+    const response = await fetch(url || body.dataset.fragment, { headers, credentials: "same-origin" });
+    if (response.status === 409) { location.reload(); throw new Error("fragment: another tenant now"); } // switched in another tab
     if (!response.ok) throw new Error(`fragment: ${response.status}`);
     const template = document.createElement("template");
     template.innerHTML = await response.text();
@@ -191,7 +194,8 @@
       const who = actors[run] ? ` by ${actors[run]}` : "";
       const what = decided[run] ? ` (${decided[run].decision})` : "";
       const title = card.querySelector("h2").textContent.replace(/\s+/g, " ").trim();
-      note(`“${title}” was decided elsewhere${who}${what}.`);
+      if (decided[run] && decided[run].decision === "timeout") note(`“${title}” expired.`);
+      else note(`“${title}” was decided elsewhere${who}${what}.`);
       card.classList.add("leaving");
       setTimeout(() => { card.remove(); settle(); }, 400);
     }

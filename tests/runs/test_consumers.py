@@ -205,6 +205,24 @@ async def test_a_revoked_membership_closes_the_socket(people_tx):
     assert output == {"type": "websocket.close", "code": 4403}
 
 
+async def test_a_changed_role_closes_the_socket_for_the_page_to_reload(people_tx):
+    from django.contrib.auth import get_user_model
+
+    from runs.identity.permissions import membership_grant
+    from runs.models import Role
+
+    bob, connected, _ = await connect(user="bob")  # an approver's inbox, with decide buttons
+    assert connected
+    demote = database_sync_to_async(membership_grant)
+    await demote(
+        tenant=people_tx.acme,
+        user=await database_sync_to_async(get_user_model().objects.get)(username="bob"),
+        role=Role.MEMBER,
+    )
+    output = await bob.receive_output(timeout=5)
+    assert output == {"type": "websocket.close", "code": 4409}
+
+
 async def test_a_quiet_socket_closes_when_its_membership_goes(people_tx, settings):
     settings.HARBOR_WS_RECHECK_SECONDS = 0.1
     bob, connected, _ = await connect(user="bob")

@@ -192,6 +192,38 @@ def test_start_a_run_from_the_browser(people):
     assert "This field is required" in bad and Run.objects.count() == 1
 
 
+def test_the_same_start_form_sent_twice_starts_one_run(people):
+    alice = signed_in("alice")
+    form = alice.get("/console/new/").content.decode()
+    found = re.search(r'name="submission" value="([^"]+)"', form)
+    assert found is not None
+    submission = found.group(1)
+    sent = {"agent_id": "countdown", "query": "count to 2", "priority": 0, "submission": submission}
+    first, second = alice.post("/console/new/", sent), alice.post("/console/new/", sent)
+    assert first["Location"] == second["Location"] and Run.objects.count() == 1
+    assert '<label for="id_submission"' not in form  # a hidden field, not a labelled one
+    alice.post("/console/new/", {**sent, "submission": "another"})
+    assert Run.objects.count() == 2
+
+
+def test_a_pages_fetch_after_its_tenant_was_switched_elsewhere_is_told_to_reload(people):
+    olivia = signed_in("olivia")  # an operator in acme and globex, working in acme
+    assert olivia.get("/console/?fragment=rows", HTTP_X_HARBOR_TENANT="acme").status_code == 200
+    assert olivia.get("/console/?fragment=rows", HTTP_X_HARBOR_TENANT="globex").status_code == 409
+    assert 'data-tenant="acme"' in olivia.get("/console/").content.decode()
+
+
+def test_a_missing_page_and_an_expired_form_get_harbors_own_pages(people):
+    alice = signed_in("alice")
+    missing = alice.get("/console/runs/DOESNOTEXIST/")
+    assert missing.status_code == 404 and "harbor.css" in missing.content.decode()
+    client = Client(enforce_csrf_checks=True)
+    client.login(username="alice", password="alice-password")
+    expired = client.post("/console/new/", {"agent_id": "countdown", "query": "count to 2", "priority": 0})
+    assert expired.status_code == 403 and "This form has expired" in expired.content.decode()
+    assert "<style" not in expired.content.decode()  # the CSP allows no inline style
+
+
 def test_the_run_page_shows_timeline_pause_and_state_fragment(people):
     run, _ = run_start(caller=people.caller("alice"), query="deploy build 5 to production", agent_id="deploy")
     drain()
