@@ -7,6 +7,7 @@ import threading
 from django.db import transaction
 
 from runs.models import Run
+from runs.runtime.ledger import call_key
 
 from . import bridge, wire
 from .directory import RemoteAgent, UnknownRemoteAgent, remote_agent_for
@@ -74,7 +75,7 @@ def cancel_pending_call_on_commit(run: Run) -> None:
     pending = run.checkpoint.get("pending_call")
     if pending is not None:
         state = (run.checkpoint.get("tool_context") or {}).get("state")
-        cancel_remote_on_commit(run.tenant_id, state, call=f"{run.pk}:{pending.get('step')}")
+        cancel_remote_on_commit(run.tenant_id, state, call=call_key(run.pk, pending.get("step", 0)))
 
 
 def _nap(seconds: float) -> None:

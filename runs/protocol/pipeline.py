@@ -148,18 +148,19 @@ class ProtocolView(APIView):
         """Answering this request twice applies it once (runs.protocol.lost_connection)."""
         return False
 
-    def landed(self) -> Response:
+    def landed(self) -> Response | None:
         """The answer of a request whose COMMIT was in doubt and had been applied (only a
-        request that is not `replayable` asks)."""
-        raise NotImplementedError
+        request that is not `replayable` asks); None: the error is answered, as when what
+        became of the COMMIT is unknown."""
+        return None
 
     def handle_exception(self, exc: Exception) -> Response:
         if not self.answered_again:
             outcome = lost_connection.after_loss(exc, replayable=self.replayable())
             if outcome == lost_connection.Outcome.ANSWER_AGAIN:
                 raise lost_connection.AnswerAgain from exc
-            if outcome == lost_connection.Outcome.LANDED:
-                return self.landed()
+            if outcome == lost_connection.Outcome.LANDED and (answer := self.landed()) is not None:
+                return answer
         return super().handle_exception(exc)
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:

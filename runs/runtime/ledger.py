@@ -11,6 +11,11 @@ from runs.models import Run, ToolCall, ToolCallOutcome
 from .tools import Tool
 
 
+def call_key(run_id: str, step: int) -> str:
+    """A step's call's idempotency key: the same for every attempt of it, on any worker."""
+    return f"{run_id}:{step}"
+
+
 def open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
     """A new ledger row for this execution of the run's pending call (the caller holds the
     run's lock), numbered after the step's earlier attempts by the count the call keeps in
@@ -26,7 +31,7 @@ def open_attempt(run: Run, tool: Tool, step: int, worker: str) -> ToolCall:
         step=step,
         tool=tool.name,
         worker=worker,
-        idempotency_key=f"{run.pk}:{step}",
+        idempotency_key=call_key(run.pk, step),
     )
     if "attempts" in pending:
         attempt.attempt = pending["attempts"] + 1

@@ -258,6 +258,18 @@ def test_a_cancelled_runs_sign_in_cannot_begin_or_complete(oauth_harbor, live_pr
     expect(alice, callback.removeprefix(oauth_harbor.url), 404, "flow_not_found")  # no code traded for nothing
 
 
+def _callback_through(token_endpoint: type[BaseHTTPRequestHandler], harbor, provider, client, callback: str):
+    """The callback's answer (JSON), with the source's token endpoint served by `token_endpoint`."""
+    relay = ThreadingHTTPServer(("127.0.0.1", 0), token_endpoint)
+    threading.Thread(target=relay.serve_forever, daemon=True).start()
+    _set_source(harbor, token_url=f"http://127.0.0.1:{relay.server_address[1]}/o/token/")
+    try:
+        return client.get(callback, headers=JSON)
+    finally:
+        relay.shutdown()
+        _restore_source(harbor, provider)
+
+
 def test_tokens_traded_for_a_run_cancelled_meanwhile_are_revoked(oauth_harbor, live_provider) -> None:
     """The cancel lands while the code is traded (the token endpoint is reached through a
     relay that cancels the run first): nothing keeps the tokens, so the provider is asked to
@@ -283,14 +295,7 @@ def test_tokens_traded_for_a_run_cancelled_meanwhile_are_revoked(oauth_harbor, l
         def log_message(self, *args: object) -> None:
             pass
 
-    relay = ThreadingHTTPServer(("127.0.0.1", 0), CancelThenRelay)
-    threading.Thread(target=relay.serve_forever, daemon=True).start()
-    _set_source(oauth_harbor, token_url=f"http://127.0.0.1:{relay.server_address[1]}/o/token/")
-    try:
-        answer = alice.get(callback, headers=JSON)
-    finally:
-        relay.shutdown()
-        _restore_source(oauth_harbor, live_provider)
+    answer = _callback_through(CancelThenRelay, oauth_harbor, live_provider, alice, callback)
     assert answer.status_code == 404 and answer.json()["code"] == "flow_not_found"
     assert run_state(oauth_harbor, run_id)["status"] == "cancelled"
     assert in_server(oauth_harbor, "print(OAuthCredential.objects.filter(user__username='alice').count())") == 0
@@ -320,14 +325,7 @@ def test_a_token_answer_without_an_access_token_is_exchange_failed_and_she_can_t
         def log_message(self, *args: object) -> None:
             pass
 
-    relay = ThreadingHTTPServer(("127.0.0.1", 0), Tokenless)
-    threading.Thread(target=relay.serve_forever, daemon=True).start()
-    _set_source(oauth_harbor, token_url=f"http://127.0.0.1:{relay.server_address[1]}/o/token/")
-    try:
-        answer = alice.get(callback, headers=JSON)
-    finally:
-        relay.shutdown()
-        _restore_source(oauth_harbor, live_provider)
+    answer = _callback_through(Tokenless, oauth_harbor, live_provider, alice, callback)
     assert (answer.status_code, answer.json()["code"]) == (502, "exchange_failed")
     assert pause_states(oauth_harbor, run_id) == [["paused", ""]]
     retry = ProviderBrowser(live_provider, "alice").consent(begin(alice, payload["AuthorizeURL"]))

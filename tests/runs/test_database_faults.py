@@ -65,6 +65,17 @@ def test_a_pool_whose_connections_were_all_dropped_hands_out_a_live_one_at_once(
     assert time.monotonic() - began < 2  # not a check, a back-off and a retry per dead connection
 
 
+class _OneCall:
+    """A planner that calls `work` once, then finishes."""
+
+    def decide(self, view):
+        return Finish("done") if view.history else CallTool("work", {})
+
+
+def _one_call_agent(agent_id: str, body) -> None:
+    register_agent(Agent(id=agent_id, description="test", planner=_OneCall, tools={"work": Tool("work", body)}))
+
+
 @pytest.fixture
 def dropping_tool():
     """An agent whose one tool, the first time it runs, drops its worker's database
@@ -82,11 +93,7 @@ def dropping_tool():
                 time.sleep(seconds)
             return {"ok": True}
 
-        class Planner:
-            def decide(self, view):
-                return Finish("done") if view.history else CallTool("work", {})
-
-        register_agent(Agent(id="dropping", description="test", planner=Planner, tools={"work": Tool("work", body)}))
+        _one_call_agent("dropping", body)
         return calls
 
     yield tool
@@ -132,11 +139,7 @@ def asking_tool():
                 {"sleep": lambda: ctx.sleep(0.01), "fence": ctx.fence, "itself": Run.objects.count}[asks]()
             return {"ok": True}
 
-        class Planner:
-            def decide(self, view):
-                return Finish("done") if view.history else CallTool("work", {})
-
-        register_agent(Agent(id="asking", description="test", planner=Planner, tools={"work": Tool("work", body)}))
+        _one_call_agent("asking", body)
         return calls
 
     yield tool
