@@ -106,12 +106,14 @@ def once_more_if_lost(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return fn(*args, **kwargs)
 
 
-def atomic_surviving_loss(work: Callable[[], T], *, run_id: str) -> T:
+def atomic_surviving_loss(work: Callable[[], T], *, run_id: str, landed: Callable[[], bool] | None = None) -> T:
     """`work` in a service transaction (events.atomic), and what it returned. A connection
     lost before the COMMIT has it done once more on a new connection; one lost during the
     COMMIT, if PostgreSQL says it landed, has it taken as done. For a worker's transactions
     that re-check what they rely on under their locks, and whose loss would cost what came
-    before them: a tool's body, a planner's answer."""
+    before them: a tool's body, a planner's answer. `landed`: for a transaction sent as one
+    statement of its own, whose id never came back, whether it landed, from what it wrote
+    (asked on a new connection)."""
     for tries_left in (1, 0):
         done: list[T] = []
         forget_doubt()
@@ -122,10 +124,15 @@ def atomic_surviving_loss(work: Callable[[], T], *, run_id: str) -> T:
         except (OperationalError, InterfaceError) as error:
             if not tries_left or not was_lost(error):
                 raise
-            landed = what_landed()
-            if landed == "committed":
+            outcome = what_landed()
+            if outcome is None and landed is not None and getattr(connection, "doubted_transaction", 0) is None:
+                connection.close()
+                outcome = "committed" if landed() else "aborted"
+                if outcome == "committed":
+                    _run_kept_hooks()
+            if outcome == "committed":
                 return done[0]
-            if landed != "aborted":
+            if outcome != "aborted":
                 raise
             log.warning("run %s: the database connection was lost (%s); once more on a new one", run_id, error)
             connection.close()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 from django.utils import timezone
@@ -89,6 +89,7 @@ class _Batch:
         self.conn, self.depth = conn, len(conn.atomic_blocks)
         self.events: list[Written] = []
         self.rows: dict[int, tuple[Rows, Model]] = {}  # by identity: each row written once, as it ends
+        self.guards: dict[int, tuple[tuple[str, list[object]], Exception]] = {}  # by the row's identity
         self.settles: list[Statement] = []
 
     def holds(self, conn: BaseDatabaseWrapper) -> bool:
@@ -98,7 +99,14 @@ class _Batch:
 
     def flush(self, *, last: bool = False) -> None:
         rows, self.rows = self.rows, {}
-        writes = [statement for table, row in rows.values() if (statement := table.written(row)) is not None]
+        guards, self.guards = self.guards, {}
+        # A guarded row first: its UPDATE takes the row's lock before anything else is written.
+        writes = [table.written_if(row, *guards[key]) for key, (table, row) in rows.items() if key in guards]
+        writes += [
+            statement
+            for key, (table, row) in rows.items()
+            if key not in guards and (statement := table.written(row)) is not None
+        ]
         writes += self.settles
         self.settles = []
         events, self.events = self.events, []
@@ -132,6 +140,17 @@ def at_end(table: Rows, row: Model) -> None:
         batch.rows.setdefault(id(row), (table, row))
     else:
         _send(conn, [statement] if (statement := table.written(row)) is not None else [])
+
+
+def guard_at_end(table: Rows, row: Model, condition: tuple[str, list[object]], refused: Exception) -> None:
+    """Write the row at the end of this service transaction (`at_end`), only while it still
+    meets `condition` (SQL over its table's columns, and its parameters): a row read before
+    the transaction, not locked in it. If it no longer does, `refused` is raised and nothing
+    of the transaction lands (`Rows.written_if`)."""
+    batch = _holding(transaction.get_connection())
+    assert batch is not None, "a guarded row is written at the end of a service transaction"
+    batch.rows.setdefault(id(row), (table, row))
+    batch.guards[id(row)] = (condition, refused)
 
 
 def settle_at_end(statement: Statement) -> None:
@@ -219,8 +238,10 @@ def _write(
         by_tenant.setdefault(event.tenant_id, []).append(event)
     if conn.vendor == "postgresql" and len(by_tenant) == 1:
         (tenant_id,) = by_tenant
-        # A guard's refusal must undo the rest: a guarded write never goes alone.
-        with alone(conn) if last and not any(write.refused for write in rows) else nullcontext():
+        # A guard's refusal undoes the statement (_insert), but which guard refused is not
+        # told: a transaction goes alone only when one refusal answers for all (a snapshot's).
+        guarded = [write for write in rows if write.refused]
+        with alone(conn) if last and (not guarded or guarded[0].covers) else nullcontext():
             _number(events, _insert(conn, events, bump_tenant=tenant_id, rows=rows))
     else:
         _send(conn, rows)
@@ -280,17 +301,18 @@ def _insert(
     values = f"({', '.join(slots)})"
     sql = f"INSERT INTO {Event._meta.db_table} ({columns}) VALUES {', '.join([values] * len(events))}"
     if numbered:
-        bump = f"UPDATE {Tenant._meta.db_table} SET event_sequence = event_sequence + %s WHERE id = %s"
+        # The cursor moves only once every guarded write wrote its row (each is made first,
+        # its row locked before the cursor's): a refused one leaves the events unnumbered,
+        # and their NOT NULL sequence undoes the whole statement.
+        guards = "".join(
+            f" AND (SELECT COUNT(*) FROM w{index}) = 1" for index, write in enumerate(rows) if write.refused
+        )
+        bump = f"UPDATE {Tenant._meta.db_table} SET event_sequence = event_sequence + %s WHERE id = %s{guards}"
         writes = "".join(
             f"w{index} AS ({write.sql}{' RETURNING 1' if write.refused else ''}), " for index, write in enumerate(rows)
         )
-        # A key the database makes for a row comes back beside each sequence, and so does
-        # the count of rows each guarded write wrote.
-        keys = "".join(
-            f", (SELECT {write.key} FROM w{index})" if write.key else f", (SELECT COUNT(*) FROM w{index})"
-            for index, write in enumerate(rows)
-            if write.key or write.refused
-        )
+        # A key the database makes for a row comes back beside each sequence.
+        keys = "".join(f", (SELECT {write.key} FROM w{index})" for index, write in enumerate(rows) if write.key)
         # And the transaction's id, by which a COMMIT whose connection is lost is looked up
         # (runs.domain.connection_loss).
         sql = (
@@ -299,17 +321,19 @@ def _insert(
         )
         params = [*(param for write in rows for param in write.params), len(events), bump_tenant, *params]
     with prepared_cursor(conn) as cursor:
-        cursor.execute(sql, params)
+        try:
+            cursor.execute(sql, params)
+        except IntegrityError as error:
+            refused = next((write.refused for write in rows if write.refused), None)
+            if refused is not None and getattr(getattr(error.__cause__, "diag", None), "column_name", "") == "sequence":
+                raise refused from None  # before any row is noted as written: nothing landed
+            raise
         returned = cursor.fetchall() if numbered else []
     if returned:
         conn.transaction_id = returned[0][-1]  # type: ignore[attr-defined]  # harbor_site.postgresql
     back = iter(returned[0][1:-1] if returned else ())
-    made = [next(back) if write.key or write.refused else None for write in rows]
-    for write, value in zip(rows, made, strict=True):
-        if write.refused is not None and value != 1:
-            raise write.refused  # before any row is noted as written: the transaction rolls back
-    for write, value in zip(rows, made, strict=True):
-        write.done(value if write.key else None)
+    for write in rows:
+        write.done(next(back) if write.key else None)
     return max(row[0] for row in returned) if numbered else 0
 
 

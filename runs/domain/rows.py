@@ -64,8 +64,9 @@ def alone(conn: BaseDatabaseWrapper) -> Iterator[None]:
         yield
     except (OperationalError, InterfaceError):
         # A lone statement commits itself: a connection lost in it leaves unknown whether
-        # it did, as a lost COMMIT does (harbor_site.postgresql).
+        # it did, as a lost COMMIT does (harbor_site.postgresql); its id never came back.
         conn.commit_in_doubt = True  # type: ignore[attr-defined]
+        conn.doubted_transaction, conn.doubted_hooks = None, list(conn.run_on_commit)  # type: ignore[attr-defined]
         raise
     finally:
         if raw.info.transaction_status == TransactionStatus.IDLE:  # a broken connection is discarded
@@ -90,6 +91,10 @@ class Statement(NamedTuple):
     done: Callable[[Any], object]
     key: str = ""
     refused: Exception | None = None  # a guarded write: raised when it writes no row
+    # A snapshot's guard (runs.runtime.lease.Lease.held_run): its refusal answers for any
+    # guard of the transaction, which is then made again under the lock, where each answers
+    # for itself; so the transaction may go as one statement of its own (events._write).
+    covers: bool = False
 
 
 class Rows(Generic[M]):
@@ -145,6 +150,16 @@ class Rows(Generic[M]):
             return self._insert_statement(conn, row, None)
         self._check_mutable()
         return self._update_statement(conn, row, None, None)
+
+    def written_if(self, row: M, condition: tuple[str, list[object]], refused: Exception) -> Statement:
+        """`written` for a row read or written before this transaction, guarded: the UPDATE
+        of what changed (its auto_now fields at least) only while the row meets `condition`
+        (SQL over this table's columns, and its parameters), raising `refused` when it does
+        not. The guard's refusal answers for the transaction's (`Statement.covers`)."""
+        self._check_mutable()
+        statement = self._update_statement(transaction.get_connection(), row, None, condition)
+        assert statement is not None  # a guarded UPDATE is always sent
+        return statement._replace(refused=refused, covers=True)
 
     def update(
         self, row: M, names: Iterable[str] | None = None, *, only_if: tuple[str, list[object]] | None = None

@@ -12,7 +12,7 @@ from typing import TypeVar
 from django.db import InterfaceError, OperationalError
 
 from runs.domain import events
-from runs.domain.connection_loss import atomic_surviving_loss, once_more_if_lost, was_lost
+from runs.domain.connection_loss import once_more_if_lost, was_lost
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 from runs.domain.event_types import ToolCompleted, ToolFailed, tool_pause_companion
 from runs.domain.rows import RUNS
@@ -110,17 +110,12 @@ def execute(lease: Lease, call: Call, then: Then[Next]) -> Next | None:
 def _record(
     lease: Lease, call: Call, outcome: str, apply: Callable[[Run], object], then: Then[Next], error: str = ""
 ) -> Next | None:
-    """Record an attempt's outcome under the run lock, only if this worker still holds the
-    run and the attempt is still the step's live one (the fence), then go on. Kept through
-    a lost connection (the record made again, or taken as made): the body is not run twice
-    for it."""
+    """Record an attempt's outcome, only if this worker still holds the run and the attempt
+    is still the step's live one (the fence), then go on (Lease.transact: on the run as
+    this worker left it, or under its lock). Kept through a lost connection (the record made
+    again, or taken as made): the body is not run twice for it."""
 
-    def record() -> Next | None:
-        try:
-            run = lease.locked_run()
-        except LeaseLost:
-            settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
-            raise
+    def record(run: Run) -> Next | None:
         if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != call.step:
             settle_attempt(call.attempt, ToolCallOutcome.FENCED, f"the run moved on (it is {run.status})")
             return None
@@ -129,7 +124,11 @@ def _record(
         settle_attempt_at_end(call.attempt, outcome, LeaseLost(lease.run_id), error)
         return then(lease, run) if apply(run) else None
 
-    return atomic_surviving_loss(record, run_id=lease.run_id)
+    try:
+        return lease.transact(record)
+    except LeaseLost:
+        settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
+        raise
 
 
 def _checkpoint(run: Run, call: Call, result: object) -> bool:

@@ -8,18 +8,22 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import TypeVar
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from runs.domain.connection_loss import once_more_if_lost
+from runs.domain import events
+from runs.domain.connection_loss import atomic_surviving_loss, once_more_if_lost
 from runs.domain.rows import RUNS, alone, prepared_cursor
 from runs.models import Run, RunStatus
 
 log = logging.getLogger("harbor.runtime")
+
+T = TypeVar("T")
 
 READY = (RunStatus.PENDING, RunStatus.RUNNING)
 
@@ -78,6 +82,21 @@ class LeaseLost(Exception):
     """This worker no longer holds the run: another worker (or nobody) does."""
 
 
+class RunMoved(Exception):
+    """The run is no longer as this worker last left it (steering arrived, the lease lapsed,
+    the run ended): what was made on that row is undone, and made again under its lock."""
+
+
+# The run still stands as its holder left it: running, no steering pending, its lease this
+# worker's and unexpired, and written by no one since (parameters: the worker, the time, the
+# updated_at it was left with; the keeper's renewals leave updated_at alone). Anyone else who
+# changes what a step relies on sets one of these.
+_STANDS = (
+    f"status = '{RunStatus.RUNNING}' AND NOT steering_pending AND NOT hard_cancel"
+    " AND lease_owner = %s AND lease_expires_at >= %s AND updated_at = %s"
+)
+
+
 def lease_length() -> timedelta:
     return timedelta(seconds=settings.HARBOR_LEASE_SECONDS)
 
@@ -87,6 +106,7 @@ class Lease:
         self.run_id, self.worker = run_id, worker
         self.lost = threading.Event()
         self.run: Run | None = None  # the row as this worker's latest transaction left it
+        self.known = False  # `run` is the row as committed: the next transaction may build on it (held_run)
         self.written = time.monotonic()  # when this worker last set the lease's expiry
 
     def claim_locked(self) -> Run | None:
@@ -103,6 +123,7 @@ class Lease:
         )
         if run is not None:
             self.run, self.written = run, written
+            self._known_on_commit()
         return run
 
     def claim_along(self, run: Run) -> bool:
@@ -141,7 +162,7 @@ class Lease:
             if run is None or run.lease_owner != self.worker or not run.lease_expires_at or run.lease_expires_at < now:
                 self.lost.set()
                 return None
-            self.run = run
+            self.run, self.known = run, not connection.in_atomic_block
             return run
         run = RUNS.update_returning(
             _HELD,
@@ -151,7 +172,7 @@ class Lease:
         if run is None:
             self.lost.set()
         else:
-            self.run, self.written = run, written
+            self.run, self.written, self.known = run, written, not connection.in_atomic_block
         return run
 
     def renew(self) -> bool:
@@ -183,6 +204,7 @@ class Lease:
         if run is None:
             raise Run.DoesNotExist(self.run_id)
         self.run = run
+        self._known_on_commit()
         if run.is_terminal:
             return run  # ended meanwhile (a cancel, a rejection): the caller stops here
         now = timezone.now()
@@ -193,6 +215,54 @@ class Lease:
             run.lease_expires_at, self.written = now + lease_length(), time.monotonic()
             RUNS.update(run, ["lease_expires_at"])
         return run
+
+    def held_run(self) -> Run:
+        """The run as this worker's last committed transaction (or read) left it, not locked:
+        the transaction writes it only while it still stands so (`_STANDS`), and when it does
+        not, nothing of the transaction lands and RunMoved is raised (`transact` then makes it
+        again on `locked_run`). Without such a row at hand, `locked_run`. Its lock, read and
+        re-check then come with the transaction's closing write."""
+        run = self.run
+        if not self.known or run is None or run.status != RunStatus.RUNNING:
+            return self.locked_run()
+        if run.steering_pending or run.hard_cancel or run.lease_owner != self.worker:
+            return self.locked_run()
+        self.known = False  # until this transaction commits: its changes are made on the row
+        now = timezone.now()
+        if time.monotonic() - self.written >= settings.HARBOR_LEASE_SECONDS / 2:
+            run.lease_expires_at, self.written = now + lease_length(), time.monotonic()
+        adapt = connection.ops.adapt_datetimefield_value
+        stands: tuple[str, list[object]] = (_STANDS, [self.worker, adapt(now), adapt(run.updated_at)])
+        events.guard_at_end(RUNS, run, stands, RunMoved(self.run_id))
+        self._known_on_commit()
+        return run
+
+    def transact(self, work: Callable[[Run], T]) -> T:
+        """`work` on the run in one of this worker's transactions (kept through a lost
+        connection: atomic_surviving_loss): on the row as it last left it (`held_run`), and
+        once more under the run's lock if the row moved meanwhile."""
+        try:
+            return atomic_surviving_loss(lambda: work(self.held_run()), run_id=self.run_id, landed=self._landed)
+        except RunMoved:
+            return atomic_surviving_loss(lambda: work(self.locked_run()), run_id=self.run_id)
+
+    def _landed(self) -> bool:
+        """Whether the transaction made on `held_run`, sent as one statement whose answer was
+        lost, landed: the run then carries the time it was written with (its updated_at,
+        which the guard also required unchanged), once no statement of ours still runs on
+        the server (the row lock waits it out, two seconds at most)."""
+        written = self.run.updated_at if self.run is not None else None
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL lock_timeout = '2s'")
+            run = RUNS.lock(pk=self.run_id)
+        return run is not None and run.updated_at == written
+
+    def _known_on_commit(self) -> None:
+        self.known = False
+        run = self.run
+        transaction.on_commit(lambda: setattr(self, "known", self.run is run))
 
     def release(self) -> None:
         RUNS.update_where({"pk": self.run_id, "lease_owner": self.worker}, lease_owner="", lease_expires_at=None)

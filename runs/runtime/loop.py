@@ -31,7 +31,6 @@ from typing import Any
 from django.db import InterfaceError, OperationalError, connection
 
 from runs.domain import events
-from runs.domain.connection_loss import atomic_surviving_loss
 from runs.domain.errors import ErrToolContextLost
 from runs.domain.event_types import (
     PlannerDecision,
@@ -235,18 +234,18 @@ def at_boundary(lease: Lease | None, run: Run) -> Next:
 
 
 def _dispatch(lease: Lease, boundary: Boundary, decision: Decision) -> Next:
-    """Act on the planner's decision under the run lock (its answer kept through a lost
-    connection: the planner is not asked twice for it)."""
+    """Act on the planner's decision, on the run as this worker left it or under its lock
+    (Lease.transact; its answer kept through a lost connection: the planner is not asked
+    twice for it)."""
 
-    def act() -> Next:
-        run = lease.locked_run()
+    def act(run: Run) -> Next:
         if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != boundary.step:
             return None
         if run.steering_pending:
             return at_boundary(lease, run)  # steering arrived while the planner thought: apply it first
         return _act(lease, run, boundary, decision)
 
-    return atomic_surviving_loss(act, run_id=lease.run_id)
+    return lease.transact(act)
 
 
 def _act(lease: Lease | None, run: Run, boundary: Boundary, decision: Decision) -> Next:

@@ -1,0 +1,143 @@
+"""A worker's transaction made on the run as the worker last left it (Lease.held_run), not
+locked: it lands only while the run still stands so (running, no steering pending, the
+lease this worker's), and is made again under the run's lock when it does not. What moves
+the run here does so while the tool body runs, between the worker's two transactions."""
+
+import random
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from approvals.models import Cause, Pause
+from runs.domain.services import run_start, steering_submit
+from runs.management.commands._bench_common import psycopg_round_trips
+from runs.models import Event, Run, RunStatus, SteeringInstruction, SteeringState, ToolCall
+from runs.runtime.dispatch import drain
+from runs.runtime.handoff import carry_handed
+from runs.runtime.planner import CallTool, Finish
+from runs.runtime.registry import Agent, register_agent, unregister_agent
+from runs.runtime.tools import Tool
+from tests.approvals.test_races import in_threads
+from tests.conftest import GatedProbe, requires_postgres
+
+
+class _Working:
+    """Agent `held`: one call of `work`, whose body runs `during` (given the run's id)."""
+
+    def __init__(self) -> None:
+        self.bodies = 0
+        self.during: Callable[[str], object] = lambda run_id: None
+        working = self
+
+        def work(args, ctx):
+            working.bodies += 1
+            working.during(ctx.run_id)
+            return {"ok": True}
+
+        class Planner:
+            def decide(self, view):
+                return Finish("done") if view.history else CallTool("work", {})
+
+        register_agent(Agent(id="held", description="test", planner=Planner, tools={"work": Tool("work", work)}))
+
+
+@pytest.fixture
+def working():
+    yield _Working()
+    unregister_agent("held")
+
+
+def _completed(run: Run) -> int:
+    return Event.objects.filter(run=run, type="tool.completed").count()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_steering_that_arrives_during_the_body_is_applied_after_its_record(people_tx, working):
+    """Without the guard the record would land on the row as the worker knew it (no steering
+    pending), the planner be asked, and the run end with the pause never applied."""
+    operator = people_tx.caller("olivia")
+    working.during = lambda run_id: steering_submit(caller=operator, run_id=run_id, method="pause")
+    run = run_start(caller=people_tx.caller("alice"), query="work", agent_id="held")[0]
+    drain()
+    run.refresh_from_db()
+    assert run.status == RunStatus.PAUSED and not run.steering_pending
+    assert Pause.objects.get(run=run).cause == Cause.OPERATOR
+    assert run.checkpoint["step"] == 1 and len(run.checkpoint["history"]) == 1  # the step was recorded
+    assert list(ToolCall.objects.filter(run=run).values_list("outcome", flat=True)) == ["completed"]
+    working.during = lambda run_id: None
+    steering_submit(caller=operator, run_id=run.pk, method="resume")
+    drain()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETE and working.bodies == 1 and _completed(run) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_record_on_a_run_taken_over_during_the_body_lands_nothing(people_tx, working):
+    """Another worker took the run (this one's lease lapsed unseen): the record is fenced."""
+
+    def taken_over(run_id: str) -> None:
+        later = timezone.now() + timedelta(minutes=5)
+        Run.objects.filter(pk=run_id).update(lease_owner="another-worker", lease_expires_at=later)
+
+    working.during = taken_over
+    run = run_start(caller=people_tx.caller("alice"), query="work", agent_id="held")[0]
+    drain()
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING and run.lease_owner == "another-worker"
+    assert run.checkpoint.get("step", 0) == 0 and not run.checkpoint.get("history")
+    assert list(ToolCall.objects.filter(run=run).values_list("outcome", flat=True)) == ["fenced"]
+    assert _completed(run) == 0
+
+
+@requires_postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_handed_call_carried_to_the_end_is_two_round_trips(people_tx):
+    """The lease renewed and read back, and the record with the run's end (an inline planner
+    finishes in it): one statement, its own transaction, no BEGIN and no lock taken before
+    it (before, a BEGIN, the run's lock, the writes and a COMMIT: four)."""
+    alice = people_tx.caller("alice")
+    probe = GatedProbe(inline=True)
+    try:
+        runs = [run_start(caller=alice, query="launch", agent_id="probe")[0] for _ in range(2)]
+        steering_submit(caller=alice, run_id=runs[0].pk, method="approve", payload={})
+        drain()  # warm
+        steering_submit(caller=alice, run_id=runs[1].pk, method="approve", payload={})
+        with psycopg_round_trips() as round_trips:
+            carry_handed()
+    finally:
+        unregister_agent("probe")
+    assert round_trips.count == 2
+    assert Run.objects.get(pk=runs[1].pk).status == RunStatus.COMPLETE
+    assert probe.calls == [{"target": "moon"}] * 2
+
+
+@requires_postgres
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("attempt", range(5))
+def test_race_operator_pause_against_the_record(people_tx, working, attempt):
+    """The pause lands before the record, during it, or after it: the body runs once, the step
+    is recorded once, and the pause is applied at a boundary or refused on an ended run,
+    never left pending."""
+    working.during = lambda run_id: time.sleep(random.uniform(0, 0.01))
+    run = run_start(caller=people_tx.caller("alice"), query="work", agent_id="held")[0]
+    operator = people_tx.caller("olivia")
+
+    def job(i: int) -> object:
+        if i == 0:
+            return drain()
+        time.sleep(random.uniform(0, 0.015))
+        return steering_submit(caller=operator, run_id=run.pk, method="pause")
+
+    in_threads(2, job)
+    run.refresh_from_db()
+    if run.status == RunStatus.PAUSED:
+        steering_submit(caller=operator, run_id=run.pk, method="resume")
+        drain()
+        run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETE and not run.steering_pending
+    assert working.bodies == 1 and _completed(run) == 1 and len(run.checkpoint["history"]) == 1
+    assert not SteeringInstruction.objects.filter(run=run, state=SteeringState.PENDING).exists()
