@@ -30,3 +30,29 @@ def commit_then_lose_the_answer() -> None:
         raw.execute("SELECT 1")  # the server is gone: a real loss, raised here
 
     raw.commit = committed_then_lost
+
+
+def lone_statement_then_lose_the_answer() -> None:
+    """This thread's connection's next statement sent alone inside a transaction (runs.domain.
+    rows.alone: autocommitted, its own transaction) reaches the server and is applied; its
+    answer is lost on the way back."""
+    connection.ensure_connection()
+    raw = connection.connection
+    plain = raw.cursor
+
+    def cursor(*args, **kwargs):
+        made = plain(*args, **kwargs)
+        execute = made.execute
+
+        def applied_then_lost(query, params=None, **options):
+            if not (raw.autocommit and connection.in_atomic_block):
+                return execute(query, params, **options)
+            raw.cursor = plain
+            execute(query, params, **options)
+            terminate([raw.info.backend_pid])
+            raw.execute("SELECT 1")  # the server is gone: a real loss, raised here
+
+        made.execute = applied_then_lost
+        return made
+
+    raw.cursor = cursor

@@ -43,6 +43,7 @@ def forget_doubt() -> None:
     """Before a new unit of work: no earlier transaction's doubt is its own."""
     connection.commit_in_doubt = False  # type: ignore[attr-defined]  # set by harbor_site.postgresql
     connection.doubted_transaction, connection.doubted_hooks = None, []  # type: ignore[attr-defined]
+    connection.doubted_landed = None  # type: ignore[attr-defined]  # set by rows.alone
 
 
 def commit_outcome(timeout: float = 2.0) -> str | None:
@@ -71,10 +72,18 @@ def commit_outcome(timeout: float = 2.0) -> str | None:
 def what_landed() -> str | None:
     """After a transaction lost its connection: "aborted" (nothing of it landed), "committed"
     (its COMMIT, in doubt, landed: the hooks Django dropped with it have now run), or None
-    (that cannot be learned)."""
+    (that cannot be learned). A statement sent alone, whose id never came back, is asked by
+    what it wrote, where it can tell (rows.alone's `landed`)."""
     if not commit_in_doubt():
         return "aborted"
     outcome = commit_outcome()
+    landed = getattr(connection, "doubted_landed", None)
+    if outcome is None and landed is not None and getattr(connection, "doubted_transaction", None) is None:
+        connection.close()
+        try:
+            outcome = "committed" if landed() else "aborted"
+        except (OperationalError, InterfaceError):
+            return None
     if outcome == "committed":
         _run_kept_hooks()
     return outcome
@@ -106,14 +115,12 @@ def once_more_if_lost(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return fn(*args, **kwargs)
 
 
-def atomic_surviving_loss(work: Callable[[], T], *, run_id: str, landed: Callable[[], bool] | None = None) -> T:
+def atomic_surviving_loss(work: Callable[[], T], *, run_id: str) -> T:
     """`work` in a service transaction (events.atomic), and what it returned. A connection
     lost before the COMMIT has it done once more on a new connection; one lost during the
     COMMIT, if PostgreSQL says it landed, has it taken as done. For a worker's transactions
     that re-check what they rely on under their locks, and whose loss would cost what came
-    before them: a tool's body, a planner's answer. `landed`: for a transaction sent as one
-    statement of its own, whose id never came back, whether it landed, from what it wrote
-    (asked on a new connection)."""
+    before them: a tool's body, a planner's answer."""
     for tries_left in (1, 0):
         done: list[T] = []
         forget_doubt()
@@ -125,11 +132,6 @@ def atomic_surviving_loss(work: Callable[[], T], *, run_id: str, landed: Callabl
             if not tries_left or not was_lost(error):
                 raise
             outcome = what_landed()
-            if outcome is None and landed is not None and getattr(connection, "doubted_transaction", 0) is None:
-                connection.close()
-                outcome = "committed" if landed() else "aborted"
-                if outcome == "committed":
-                    _run_kept_hooks()
             if outcome == "committed":
                 return done[0]
             if outcome != "aborted":

@@ -241,7 +241,8 @@ def _write(
         # A guard's refusal undoes the statement (_insert), but which guard refused is not
         # told: a transaction goes alone only when one refusal answers for all (a snapshot's).
         guarded = [write for write in rows if write.refused]
-        with alone(conn) if last and (not guarded or guarded[0].covers) else nullcontext():
+        landed = guarded[0].landed if guarded else None
+        with alone(conn, landed) if last and (not guarded or guarded[0].covers) else nullcontext():
             _number(events, _insert(conn, events, bump_tenant=tenant_id, rows=rows))
     else:
         _send(conn, rows)

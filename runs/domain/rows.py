@@ -44,13 +44,14 @@ def _prepared_cursor(conn: BaseDatabaseWrapper) -> Iterator[Any]:
 
 
 @contextmanager
-def alone(conn: BaseDatabaseWrapper) -> Iterator[None]:
+def alone(conn: BaseDatabaseWrapper, landed: Callable[[], bool] | None = None) -> Iterator[None]:
     """On PostgreSQL, the statements of the block sent as transactions of their own while
     the surrounding transaction (the outermost) has sent nothing yet: a lone statement is
     atomic on its own, so its BEGIN and COMMIT round trips go, and the transaction's own
     statements may still go as one later (a transaction's last write, a read that takes no
     lock). Django's commit then finds nothing of theirs to commit. Elsewhere, or once the
-    transaction has begun, it changes nothing."""
+    transaction has begun, it changes nothing. `landed`: whether the block's statement
+    landed, asked if its answer is lost (runs.domain.connection_loss.what_landed)."""
     if conn.vendor != "postgresql":
         yield
         return
@@ -67,6 +68,7 @@ def alone(conn: BaseDatabaseWrapper) -> Iterator[None]:
         # it did, as a lost COMMIT does (harbor_site.postgresql); its id never came back.
         conn.commit_in_doubt = True  # type: ignore[attr-defined]
         conn.doubted_transaction, conn.doubted_hooks = None, list(conn.run_on_commit)  # type: ignore[attr-defined]
+        conn.doubted_landed = landed  # type: ignore[attr-defined]
         raise
     finally:
         if raw.info.transaction_status == TransactionStatus.IDLE:  # a broken connection is discarded
@@ -95,6 +97,9 @@ class Statement(NamedTuple):
     # guard of the transaction, which is then made again under the lock, where each answers
     # for itself; so the transaction may go as one statement of its own (events._write).
     covers: bool = False
+    # For a statement that may go alone: whether it landed, asked when its answer was lost
+    # (it has no transaction id to ask PostgreSQL about). None: that cannot be told.
+    landed: Callable[[], bool] | None = None
 
 
 class Rows(Generic[M]):
@@ -159,7 +164,20 @@ class Rows(Generic[M]):
         self._check_mutable()
         statement = self._update_statement(transaction.get_connection(), row, None, condition)
         assert statement is not None  # a guarded UPDATE is always sent
-        return statement._replace(refused=refused, covers=True)
+        stamp = next(field for field in self.fields if _auto_now(field))  # written now, as the row's mark
+        landed = partial(self._carries, row.pk, stamp.attname, getattr(row, stamp.attname))
+        return statement._replace(refused=refused, covers=True, landed=landed)
+
+    def _carries(self, pk: object, attname: str, value: object) -> bool:
+        """Whether the row holds `value` in the column once its lock is free (two seconds at
+        most on PostgreSQL: a statement of ours the server still runs is waited out)."""
+        with transaction.atomic():
+            conn = transaction.get_connection()
+            if conn.vendor == "postgresql":
+                with conn.cursor() as cursor:
+                    cursor.execute("SET LOCAL lock_timeout = '2s'")
+            row = self.lock(pk=pk)
+        return row is not None and getattr(row, attname) == value
 
     def update(
         self, row: M, names: Iterable[str] | None = None, *, only_if: tuple[str, list[object]] | None = None

@@ -242,22 +242,9 @@ class Lease:
         connection: atomic_surviving_loss): on the row as it last left it (`held_run`), and
         once more under the run's lock if the row moved meanwhile."""
         try:
-            return atomic_surviving_loss(lambda: work(self.held_run()), run_id=self.run_id, landed=self._landed)
+            return atomic_surviving_loss(lambda: work(self.held_run()), run_id=self.run_id)
         except RunMoved:
             return atomic_surviving_loss(lambda: work(self.locked_run()), run_id=self.run_id)
-
-    def _landed(self) -> bool:
-        """Whether the transaction made on `held_run`, sent as one statement whose answer was
-        lost, landed: the run then carries the time it was written with (its updated_at,
-        which the guard also required unchanged), once no statement of ours still runs on
-        the server (the row lock waits it out, two seconds at most)."""
-        written = self.run.updated_at if self.run is not None else None
-        with transaction.atomic():
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute("SET LOCAL lock_timeout = '2s'")
-            run = RUNS.lock(pk=self.run_id)
-        return run is not None and run.updated_at == written
 
     def _known_on_commit(self) -> None:
         self.known = False

@@ -18,7 +18,7 @@ from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent, unregister_agent
 from runs.runtime.tools import Tool
 from tests.conftest import requires_postgres
-from tests.dropped_connections import commit_then_lose_the_answer, terminate
+from tests.dropped_connections import commit_then_lose_the_answer, lone_statement_then_lose_the_answer, terminate
 
 pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
 
@@ -80,15 +80,17 @@ def _one_call_agent(agent_id: str, body) -> None:
 def dropping_tool():
     """An agent whose one tool, the first time it runs, drops its worker's database
     connection (after `seconds` of work), or with seconds=None loses the answer to the
-    record's COMMIT; then answers."""
-    calls: list[float | None] = []
+    record's COMMIT, with "lone" the answer to the record sent as one statement; then answers."""
+    calls: list[float | str | None] = []
 
-    def tool(seconds: float | None):
+    def tool(seconds: float | str | None):
         def body(args, ctx):
             calls.append(seconds)
             if len(calls) == 1 and seconds is None:
                 commit_then_lose_the_answer()
-            elif len(calls) == 1 and seconds is not None:
+            elif len(calls) == 1 and seconds == "lone":
+                lone_statement_then_lose_the_answer()
+            elif len(calls) == 1 and isinstance(seconds, float | int):
                 terminate([connection.connection.info.backend_pid])
                 time.sleep(seconds)
             return {"ok": True}
@@ -110,6 +112,7 @@ def _ledger(run: Run) -> list[tuple[int, str]]:
         0,  # its record's connection is gone: the record is made again on a new one
         1.1,  # a slow body gave its connection back: it records on a checked one
         None,  # its record committed, the answer lost: PostgreSQL says it landed
+        "lone",  # its record, one statement of its own, landed, the answer lost: the run says so
     ],
 )
 def test_a_step_whose_connection_the_database_dropped_goes_on_and_runs_its_body_once(
