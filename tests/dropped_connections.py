@@ -33,9 +33,9 @@ def commit_then_lose_the_answer() -> None:
 
 
 def lone_statement_then_lose_the_answer() -> None:
-    """This thread's connection's next statement sent alone inside a transaction (runs.domain.
-    rows.alone: autocommitted, its own transaction) reaches the server and is applied; its
-    answer is lost on the way back."""
+    """This thread's connection's next closing statement sent alone (runs.domain.rows.alone:
+    a transaction's writes as one autocommitted statement, its CTEs) reaches the server and
+    is applied; its answer is lost on the way back."""
     connection.ensure_connection()
     raw = connection.connection
     plain = raw.cursor
@@ -45,7 +45,7 @@ def lone_statement_then_lose_the_answer() -> None:
         execute = made.execute
 
         def applied_then_lost(query, params=None, **options):
-            if not (raw.autocommit and connection.in_atomic_block):
+            if not (raw.autocommit and connection.in_atomic_block and str(query).startswith("WITH ")):
                 return execute(query, params, **options)
             raw.cursor = plain
             execute(query, params, **options)

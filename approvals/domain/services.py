@@ -3,6 +3,7 @@
 Lock order is always run, then pause. Callers that decide hold the run's row lock."""
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -107,14 +108,18 @@ def pause_decide(
     reason: str = "",
     args: object = None,
     input: object = None,
+    locked: bool = True,
 ) -> Pause:
     """Decide a pause synchronously (approve, reject or resume). The caller holds `run`'s
     row lock; the pause is locked here and its state re-checked, so of any number of
     concurrent decisions exactly one lands. The pause is named by its resume token (a
     program), by its id (the pages, which never hold a token), or is the run's open one.
-    A run that goes on is the caller's to wake (or to hand to a worker)."""
+    A run that goes on is the caller's to wake (or to hand to a worker). `locked=False`: the
+    run was read, not locked, and its write is guarded (runs.runtime.lease.guard_as_read);
+    the pause is read too, its settle guarded by its state as always."""
     decision = DECISION_FOR_METHOD[method]
-    pause = _target_pause(caller=caller, run=run, method=method, token=token, pause_id=pause_id)
+    read = PAUSES.lock if locked else PAUSES.get
+    pause = _target_pause(caller=caller, run=run, method=method, token=token, pause_id=pause_id, read=read)
 
     if not may_decide_pause(caller, pause):
         _refuse(caller, method, pause, "scope_mismatch")
@@ -220,20 +225,22 @@ def pause_cancel_open(*, run: Run, reason: str, cascaded: bool) -> None:
     run_cancelled(run, reason, cascaded)
 
 
-def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None, pause_id: str | None) -> Pause:
+def _target_pause(
+    *, caller: Caller, run: Run, method: str, token: str | None, pause_id: str | None, read: Callable[..., Pause | None]
+) -> Pause:
     if pause_id is not None:
-        pause = PAUSES.lock(pk=pause_id, run=run)
+        pause = read(pk=pause_id, run=run)
         if pause is None:
             raise NotFound(NO_OPEN_PAUSE)
-        pause.run = run  # as the related manager would: the run is already at hand, locked
+        pause.run = run  # as the related manager would: the run is already at hand
         return pause
     if token is not None:
         if not isinstance(token, str) or not token:
             raise InvalidRequest("token must be a non-empty string")
-        # Only this run's pauses are locked (its run lock is held): locking another run's
-        # pause here would break the lock order (run, then pause) and could deadlock.
+        # Only this run's pauses are read or locked (its run lock held, or its write guarded):
+        # locking another run's pause here would break the lock order (run, then pause).
         digest = token_digest(token)
-        pause = PAUSES.lock(token_digest=digest, run=run)
+        pause = read(token_digest=digest, run=run)
         if pause is not None:
             pause.run = run
             return pause
@@ -244,10 +251,10 @@ def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None, p
     # The run's newest pause: a run parks only while running, so an open pause is its newest.
     # By the run alone, so the plan is the run's few pauses whatever the statistics say (a
     # state filter could walk every pause ever opened, dead index entries included).
-    pause = PAUSES.lock("-created_at", run=run)
+    pause = read("-created_at", run=run)
     if pause is None:
         raise NotFound("the run has no pause")
-    pause.run = run  # as the related manager would: the run is already at hand, locked
+    pause.run = run  # as the related manager would: the run is already at hand
     return pause
 
 

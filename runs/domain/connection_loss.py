@@ -9,9 +9,10 @@ commit. PostgreSQL then says what became of it (`pg_xact_status`)."""
 import logging
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, TypeVar
 
-from django.db import InterfaceError, OperationalError, connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from runs.domain import events
 
@@ -43,7 +44,7 @@ def forget_doubt() -> None:
     """Before a new unit of work: no earlier transaction's doubt is its own."""
     connection.commit_in_doubt = False  # type: ignore[attr-defined]  # set by harbor_site.postgresql
     connection.doubted_transaction, connection.doubted_hooks = None, []  # type: ignore[attr-defined]
-    connection.doubted_landed = None  # type: ignore[attr-defined]  # set by rows.alone
+    connection.doubted_landed = connection.doubted_backend = None  # type: ignore[attr-defined]  # set by rows.alone
 
 
 def commit_outcome(timeout: float = 2.0) -> str | None:
@@ -79,14 +80,30 @@ def what_landed() -> str | None:
     outcome = commit_outcome()
     landed = getattr(connection, "doubted_landed", None)
     if outcome is None and landed is not None and getattr(connection, "doubted_transaction", None) is None:
+        backend = connection.doubted_backend  # type: ignore[attr-defined]  # set with doubted_landed
         connection.close()
         try:
+            if not _ended(*backend):
+                return None
             outcome = "committed" if landed() else "aborted"
-        except (OperationalError, InterfaceError):
+        except DatabaseError:
             return None
     if outcome == "committed":
         _run_kept_hooks()
     return outcome
+
+
+def _ended(pid: int, started: datetime) -> bool:
+    """End the server process that ran a statement whose answer was lost, if it still runs
+    (the same pid started at the same time): once it is gone, nothing of that statement can
+    still land. False if it outlived five seconds."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid = %s AND backend_start = %s",
+            [pid, started],
+        )
+        found = cursor.fetchone()
+    return found is None or bool(found[0])
 
 
 def _run_kept_hooks() -> None:

@@ -7,7 +7,8 @@ own conversions, both ways."""
 import json
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import datetime
 from functools import partial
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -61,18 +62,35 @@ def alone(conn: BaseDatabaseWrapper, landed: Callable[[], bool] | None = None) -
         yield
         return
     raw.autocommit = True
+    backend = None
     try:
+        backend = _backend(conn) if landed is not None else None
         yield
     except (OperationalError, InterfaceError):
         # A lone statement commits itself: a connection lost in it leaves unknown whether
         # it did, as a lost COMMIT does (harbor_site.postgresql); its id never came back.
-        conn.commit_in_doubt = True  # type: ignore[attr-defined]
-        conn.doubted_transaction, conn.doubted_hooks = None, list(conn.run_on_commit)  # type: ignore[attr-defined]
-        conn.doubted_landed = landed  # type: ignore[attr-defined]
+        # Its server process is named, so that it can be ended before `landed` is asked: a
+        # statement still on its way could otherwise land after the answer "it did not".
+        if landed is None or backend is not None:  # else the process was not named: nothing was sent
+            conn.commit_in_doubt = True  # type: ignore[attr-defined]
+            conn.doubted_transaction, conn.doubted_hooks = None, list(conn.run_on_commit)  # type: ignore[attr-defined]
+            conn.doubted_landed, conn.doubted_backend = landed, backend  # type: ignore[attr-defined]
         raise
     finally:
         if raw.info.transaction_status == TransactionStatus.IDLE:  # a broken connection is discarded
             raw.autocommit = False
+
+
+def _backend(conn: BaseDatabaseWrapper) -> tuple[int, datetime]:
+    """The connection's server process: its pid and when it started (a pid alone may name
+    another process later), asked once per connection."""
+    raw = conn.connection
+    known = getattr(raw, "_harbor_backend", None)
+    if known is None:
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()")
+            known = raw._harbor_backend = tuple(cursor.fetchone())
+    return known
 
 
 # psycopg remembers how it rewrote a statement's placeholders only for statements of up to 50
@@ -126,9 +144,13 @@ class Rows(Generic[M]):
         statement of its own."""
         return self._select(where, "", reading=(expression, params))
 
-    def get(self, **where: object) -> M | None:
+    def get_reading(self, expression: str, params: list[object], **where: object) -> tuple[M, Any] | None:
+        """`lock_reading` without the lock."""
+        return self._select(where, "", lock=False, reading=(expression, params))
+
+    def get(self, order: str = "", **where: object) -> M | None:
         """The first matching row, read without a lock (a lone read writes nothing), or None."""
-        found = self._select(where, "", lock=False)
+        found = self._select(where, order, lock=False)
         return None if found is None else found[0]
 
     def insert(self, row: M, *, numbered: tuple[str, tuple[str, ...]] | None = None) -> M:
@@ -299,7 +321,9 @@ class Rows(Generic[M]):
         expression, params = reading
         key = ("select", conn.vendor, tuple(where), order, lock, expression)
         sql = self._cached(key, lambda: self._select_sql(conn, list(where), order, lock, expression))
-        with prepared_cursor(conn) as cursor:
+        # A read that takes no lock, sent while its transaction has sent nothing, goes alone:
+        # it needs no BEGIN, and lands nothing if its answer is lost.
+        with alone(conn, _wrote_nothing) if not lock else nullcontext(), prepared_cursor(conn) as cursor:
             cursor.execute(sql, [*params, *self._where_params(conn, where)])
             found = cursor.fetchone()
         if found is None:
@@ -442,6 +466,10 @@ class Rows(Generic[M]):
 
 def _nothing(_: object) -> None:
     pass
+
+
+def _wrote_nothing() -> bool:
+    return False
 
 
 _STORED = "_rows_stored"  # on an instance: its columns as last read or written (see _kept)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, InterfaceError, OperationalError
 from django.utils import timezone
 
 from approvals.domain import refusals
@@ -38,7 +38,7 @@ from runs.models import (
     SteeringState,
 )
 from runs.runtime.handoff import continue_here
-from runs.runtime.lease import lock_checking_share
+from runs.runtime.lease import RunMoved, guard_as_read, lock_checking_share
 from runs.runtime.loop import first_step
 from runs.runtime.registry import agent_exists, get_agent
 from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now
@@ -49,6 +49,11 @@ log = logging.getLogger("harbor.runs")
 DEFAULT_PRIORITY = 0
 # Applied inside the request; the others wait for the run's next step boundary.
 IMMEDIATE = frozenset({*DECISION_INSTRUCTIONS, Instruction.PRIORITIZE})
+# Decisions that go on with the run, made on the run and its pause as read (no lock round
+# trips), their writes guarded: one statement on PostgreSQL. Made again under the locks when
+# either moved meanwhile. A rejection, which ends the run and settles what waited for it,
+# takes the locks.
+AS_READ = frozenset({Instruction.APPROVE, Instruction.RESUME})
 
 
 class _StepCrashed(Exception):
@@ -132,6 +137,8 @@ def run_start(
                     first_step(run)
                 if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
                     continue_here(run)  # its lease taken for a worker of this process, or the workers woken
+            except (OperationalError, InterfaceError):
+                raise  # the database's failure (a lost connection), not a bug of the step
             except Exception as error:
                 raise _StepCrashed from error
         return run
@@ -198,6 +205,12 @@ def steering_submit(
     with refusals.collecting():
         try:
             try:
+                if method in AS_READ:
+                    try:
+                        with events.atomic():
+                            return submit(hand_off=True, locked=False)
+                    except RunMoved:  # the run moved after it was read: made again under its lock
+                        pass
                 with events.atomic():
                     return submit(hand_off=True)
             except _StepCrashed:
@@ -221,13 +234,16 @@ def _submit_locked(
     requested_scope: str | None,
     pause_id: str | None,
     hand_off: bool,
+    locked: bool = True,
 ) -> SteeringReceipt:
     # A decision may hand the run to a worker (claim_along): its tenant's share comes with the lock.
-    lock = lock_checking_share if method in DECISION_INSTRUCTIONS else RUNS.lock
+    lock = partial(lock_checking_share, lock=locked) if method in DECISION_INSTRUCTIONS else RUNS.lock
     refused = partial(_refused, caller=caller, method=method, token=payload.get("token"), pause_id=pause_id)
     run = lock(pk=run_id, tenant=caller.tenant) if isinstance(run_id, str) else None
     if run is None or not can_view_run(caller, run):
         raise refused(NotFound("no such run"))
+    if not locked:
+        guard_as_read(run)
     scope = caller_scope(caller, run)
     if requested_scope is not None:
         if scope < SCOPE_NAMES[requested_scope]:
@@ -264,6 +280,7 @@ def _submit_locked(
             reason=payload.get("reason", ""),
             args=payload.get("args"),
             input=payload.get("input"),
+            locked=locked,
         )
         if _sealed(decided.decision_input):  # a credential: its audit keeps it sealed too
             payload = {**payload, "input": events.SEALED}
@@ -294,6 +311,8 @@ def _go_on(run: Run, hand_off: bool) -> None:
         return
     try:
         continue_here(run)
+    except (OperationalError, InterfaceError):
+        raise  # the database's failure (a lost connection), not a bug of the step
     except Exception as error:
         raise _StepCrashed from error
 

@@ -48,12 +48,14 @@ def under_cap_sql(tenant: str) -> str:
 _UNDER_CAP = under_cap_sql(f"{Run._meta.db_table}.tenant_id")
 
 
-def lock_checking_share(**where: object) -> Run | None:
+def lock_checking_share(*, lock: bool = True, **where: object) -> Run | None:
     """The run under its row lock (RUNS.lock), with whether its tenant is under its share
     of workers read in the same statement: a `claim_along` later in the transaction (a
-    decision handing the run to a worker) then needs no statement of its own."""
+    decision handing the run to a worker) then needs no statement of its own. `lock=False`:
+    read, not locked (a decision made on the run as read: `guard_as_read`)."""
     at = connection.ops.adapt_datetimefield_value(timezone.now())
-    found = RUNS.lock_reading(_UNDER_CAP, [at, settings.HARBOR_TENANT_MAX_RUNNING], **where)
+    read = RUNS.lock_reading if lock else RUNS.get_reading
+    found = read(_UNDER_CAP, [at, settings.HARBOR_TENANT_MAX_RUNNING], **where)
     if found is None:
         return None
     run, under = found
@@ -95,6 +97,24 @@ _STANDS = (
     f"status = '{RunStatus.RUNNING}' AND NOT steering_pending AND NOT hard_cancel"
     " AND lease_owner = %s AND lease_expires_at >= %s AND updated_at = %s"
 )
+
+
+def guard_as_read(run: Run) -> None:
+    """Write the run, read without its lock, only while it stands as read: the same status,
+    no steering waiting, written by no one since (its updated_at). Otherwise nothing of the
+    transaction lands and RunMoved is raised: the caller makes it again under the run's
+    lock. A run read with steering waiting raises it at once: the boundary that applies it
+    (a decision's hand-off) must see every instruction, which only the lock guarantees."""
+    if run.steering_pending or run.hard_cancel:
+        raise RunMoved(run.pk)
+    condition: tuple[str, list[object]] = (
+        _AS_READ,
+        [run.status, connection.ops.adapt_datetimefield_value(run.updated_at)],
+    )
+    events.guard_at_end(RUNS, run, condition, RunMoved(run.pk))
+
+
+_AS_READ = "status = %s AND NOT steering_pending AND NOT hard_cancel AND updated_at = %s"
 
 
 def lease_length() -> timedelta:

@@ -7,6 +7,7 @@ from approvals.a2a.cancel import cancel_pending_call_on_commit
 from approvals.domain.services import pause_cancel_open
 from runs.domain import events
 from runs.domain.event_types import ContextInjected, Control, MessageReceived, TaskRedirected
+from runs.domain.rows import RUNS
 from runs.domain.transitions import run_cancelled
 from runs.models import LIVE_RUN_STATUSES, CancelPolicy, Instruction, Run, RunStatus, SteeringInstruction, SteeringState
 
@@ -111,7 +112,10 @@ def steering_apply_pending(run: Run) -> str | None:
     # Every pending instruction is settled: a hard cancel among them ends the run below, and
     # the flag must not outlive it (each later attempt would be interrupted at once).
     run.steering_pending, run.hard_cancel = False, False
-    run.save()
+    # Written with the rest of the transaction's changes to the run (a park after it, say):
+    # a save() now would leave the row writer comparing later changes with what it last
+    # read, and a park back to the values read would be dropped.
+    events.at_end(RUNS, run)
     if stop == Instruction.CANCEL:
         reason = "hard-cancelled: any step in flight interrupted" if hard else "cancelled at a step boundary"
         run_cancel_now(run, reason=reason, cascaded=cascaded)

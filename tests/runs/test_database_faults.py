@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 
 from runs import tasks
 from runs.domain.services import run_start, steering_submit
@@ -253,3 +253,19 @@ def test_a_hand_off_whose_connection_the_database_dropped_goes_on_at_once(people
     run.refresh_from_db()
     assert (run.status, len(ran)) == (RunStatus.COMPLETE, 1)
     assert _ledger(run) == [(1, "completed")]
+
+
+def test_a_start_whose_connection_was_dropped_is_the_databases_failure_not_a_crash_of_its_step(
+    people_tx, probe, caplog
+):
+    """Its first step (the lease taken for this process's worker) meets the lost connection:
+    the error is the database's, raised as it is (an API request is answered again), not
+    logged as a crash of the step and tried once more on the same dead connection."""
+    alice = people_tx.caller("alice")
+    run_start(caller=alice, query="launch", agent_id="probe")  # warm: this connection named and checked
+    terminate([connection.connection.info.backend_pid])
+    with pytest.raises(OperationalError):
+        run_start(caller=alice, query="launch", agent_id="probe")
+    assert not [r for r in caplog.records if "crashed" in r.getMessage()]
+    connection.close()
+    assert Run.objects.count() == 1

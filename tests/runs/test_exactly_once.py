@@ -167,6 +167,26 @@ def test_an_approval_survives_an_operator_pause_before_the_call_runs(people, pro
     assert ledger(run) == [(0, 1, "completed")]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_operator_pause_waiting_at_a_gate_parks_the_run_its_approval_hands_on(people_tx, probe):
+    """The pause waits for the gate to open; the approval's hand-off applies it at once: the
+    run parks with no lease (it was left running, its lease held, the operator's pause open)."""
+    run = start(people_tx, "launch", "probe")
+    drain()
+    steer(people_tx, run, "pause", who="olivia")  # waits: the run is parked at its gate
+    steer(people_tx, run, "approve", who="bob")  # its transaction takes the lease and meets the pause
+    run.refresh_from_db()
+    assert (run.status, run.lease_owner, run.steering_pending) == (RunStatus.PAUSED, "", False)
+    assert Pause.objects.filter(run=run, state="paused").get().cause == Cause.OPERATOR
+    drain()
+    assert probe.calls == []
+    steer(people_tx, run, "resume", who="olivia")
+    drain()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETE and probe.calls == [{"target": "moon"}]
+    assert ledger(run) == [(0, 1, "completed")]
+
+
 def test_edited_arguments_travel_with_the_approval(people, probe):
     run = start(people, "launch", "probe")
     drain()

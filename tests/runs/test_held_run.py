@@ -1,9 +1,10 @@
-"""A worker's transaction made on the run as the worker last left it (Lease.held_run), not
-locked: it lands only while the run still stands so (running, no steering pending, the
-lease this worker's), and is made again under the run's lock when it does not. What moves
-the run here does so while the tool body runs, between the worker's two transactions."""
+"""Transactions made on rows as they were read, not locked: a worker's on the run as it last
+left it (Lease.held_run), an approval on the run and pause it read (lease.guard_as_read).
+They land only while the run still stands so, and are made again under the run's lock when
+it does not. What moves the run here does so between the read and the write."""
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -12,6 +13,8 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import Cause, Pause
+from runs.domain import services
+from runs.domain.errors import AlreadyResumed
 from runs.domain.services import run_start, steering_submit
 from runs.management.commands._bench_common import psycopg_round_trips
 from runs.models import Event, Run, RunStatus, SteeringInstruction, SteeringState, ToolCall
@@ -141,3 +144,35 @@ def test_race_operator_pause_against_the_record(people_tx, working, attempt):
     assert run.status == RunStatus.COMPLETE and not run.steering_pending
     assert working.bodies == 1 and _completed(run) == 1 and len(run.checkpoint["history"]) == 1
     assert not SteeringInstruction.objects.filter(run=run, state=SteeringState.PENDING).exists()
+
+
+@requires_postgres  # on SQLite the approval's transaction holds the database: nothing moves meanwhile
+@pytest.mark.django_db(transaction=True)
+def test_an_approval_whose_run_was_cancelled_after_it_was_read_is_refused_as_under_the_lock(
+    people_tx, probe, monkeypatch
+):
+    """The cancel lands between the approval's read and its write: the approval's write is
+    refused, and made again under the lock it answers as a decision on a cancelled run
+    does. Nothing of the approval landed; the gated body never runs."""
+    run = run_start(caller=people_tx.caller("alice"), query="launch", agent_id="probe")[0]
+    drain()
+    read = services.guard_as_read
+
+    def cancelled_meanwhile(held: Run) -> None:
+        read(held)
+        cancel = threading.Thread(
+            target=lambda: steering_submit(caller=people_tx.caller("alice"), run_id=run.pk, method="cancel")
+        )
+        cancel.start()
+        cancel.join()
+
+    monkeypatch.setattr(services, "guard_as_read", cancelled_meanwhile)
+    with pytest.raises(AlreadyResumed):
+        steering_submit(caller=people_tx.caller("bob"), run_id=run.pk, method="approve", payload={})
+    monkeypatch.undo()
+    drain()
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED and probe.calls == []
+    assert Pause.objects.get(run=run).decision == "cancel"
+    assert not ToolCall.objects.filter(run=run).exists()
+    assert not Event.objects.filter(run=run, type="tool.approved").exists()

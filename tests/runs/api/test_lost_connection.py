@@ -13,7 +13,11 @@ from runs.domain import connection_loss
 from runs.models import Event, Run, RunStatus
 from runs.runtime.dispatch import drain
 from tests.conftest import requires_postgres
-from tests.dropped_connections import commit_then_lose_the_answer, terminate_own_backend
+from tests.dropped_connections import (
+    commit_then_lose_the_answer,
+    lone_statement_then_lose_the_answer,
+    terminate_own_backend,
+)
 
 from .conftest import Api
 
@@ -119,14 +123,28 @@ def _drop_the_next_commit(monkeypatch) -> None:
     monkeypatch.setattr(connection, "commit", dropped_commit)
 
 
-def test_an_approval_whose_commit_was_dropped_before_it_landed_is_answered_again_and_lands_once(api, monkeypatch):
+def test_a_rejection_whose_commit_was_dropped_before_it_landed_is_answered_again_and_lands_once(api, monkeypatch):
     """The server asks PostgreSQL what became of the transaction: aborted, so it applies the
-    approval again on a new connection."""
+    rejection again on a new connection. (A rejection takes its locks and commits; an
+    approval is one statement of its own, below.)"""
     run, pause = _parked_deploy(api)
     _drop_the_next_commit(monkeypatch)
+    assert api.ok("/v1/control/reject", {"identity": {"run": run}, "payload": {}})["method"] == "reject"
+    assert Pause.objects.get(pk=pause).state == PauseState.RESUMED
+    assert _decisions(run) == ["pause.resumed"]
+    assert Run.objects.get(pk=run).status == RunStatus.FAILED
+
+
+def test_an_approval_whose_one_statement_landed_but_whose_answer_was_lost_is_answered_as_landed(api):
+    """Its transaction's id never came back: what it wrote says it landed (the run carries
+    the time it was written with). Answered 200 once, not applied again, and the run is
+    carried on."""
+    run, pause = _parked_deploy(api)
+    lone_statement_then_lose_the_answer()
     assert api.ok("/v1/control/approve", {"identity": {"run": run}, "payload": {}})["method"] == "approve"
     assert Pause.objects.get(pk=pause).state == PauseState.RESUMED
     assert _decisions(run) == ["pause.resumed"]
+    assert Event.objects.filter(run_id=run, type="control.applied").count() == 1
     drain()
     assert Run.objects.get(pk=run).status == RunStatus.COMPLETE
 
@@ -159,12 +177,38 @@ def test_a_commit_whose_transaction_is_still_in_progress_is_left_in_doubt(people
     assert connection_loss.commit_outcome() == "aborted"
 
 
-def test_an_approval_with_an_event_id_whose_commit_was_dropped_is_answered_again_and_lands_once(api, monkeypatch):
+def test_a_lone_statement_whose_answer_was_lost_is_judged_once_its_server_process_is_gone(people_tx):
+    """That process may still be running the statement (it was on its way over a half-dead
+    link): it is ended first, so "it did not land" cannot be overtaken by its landing."""
+    params = {k: v for k, v in connection.get_connection_params().items() if k != "cursor_factory"}
+    with psycopg.connect(**params, autocommit=True) as other:  # the process that ran it
+        backend = other.execute(
+            "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+        ).fetchone()
+        assert backend is not None
+        still_there: list[bool] = []
+
+        def landed() -> bool:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)", [backend[0]])
+                still_there.append(cursor.fetchone()[0])
+            return False
+
+        connection.commit_in_doubt = True  # type: ignore[attr-defined]  # as runs.domain.rows.alone does
+        connection.doubted_transaction, connection.doubted_hooks = None, []  # type: ignore[attr-defined]
+        connection.doubted_landed, connection.doubted_backend = landed, backend  # type: ignore[attr-defined]
+        assert connection_loss.what_landed() == "aborted"
+        assert still_there == [False]
+        with pytest.raises(psycopg.OperationalError):
+            other.execute("SELECT 1")
+
+
+def test_a_decision_with_an_event_id_whose_commit_was_dropped_is_answered_again_and_lands_once(api, monkeypatch):
     run, pause = _parked_deploy(api)
     _drop_the_next_commit(monkeypatch)
-    body = {"identity": {"run": run}, "payload": {}, "event_id": "approve-1"}
-    api.ok("/v1/control/approve", body)  # answering it again applies it once, whether it had landed or not
-    api.ok("/v1/control/approve", body)
+    body = {"identity": {"run": run}, "payload": {}, "event_id": "reject-1"}
+    api.ok("/v1/control/reject", body)  # answering it again applies it once, whether it had landed or not
+    api.ok("/v1/control/reject", body)
     assert Pause.objects.get(pk=pause).state == PauseState.RESUMED
     assert _decisions(run) == ["pause.resumed"]
 
