@@ -15,6 +15,7 @@ from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from asgiref.sync import async_to_sync
@@ -241,7 +242,9 @@ def _write(
         # A guard's refusal undoes the statement (_insert), but which guard refused is not
         # told: a transaction goes alone only when one refusal answers for all (a snapshot's).
         guarded = [write for write in rows if write.refused]
-        landed = guarded[0].landed if guarded else None
+        # Alone, a lost answer brings no transaction id back: its first event, which nothing
+        # rewrites, says whether it landed.
+        landed = partial(_logged, events[0])
         with alone(conn, landed) if last and (not guarded or guarded[0].covers) else nullcontext():
             _number(events, _insert(conn, events, bump_tenant=tenant_id, rows=rows))
     else:
@@ -258,6 +261,11 @@ def _write(
             _push(tenant_id, written)
 
     transaction.on_commit(push_all, using=conn.alias)
+
+
+def _logged(event: Written) -> bool:
+    """Whether the event is in the log (the same run, type and time)."""
+    return Event.objects.filter(run_id=event.run_id, type=event.type, occurred_at=event.occurred_at).exists()
 
 
 def _send(conn: BaseDatabaseWrapper, statements: Sequence[Statement]) -> None:

@@ -115,9 +115,6 @@ class Statement(NamedTuple):
     # guard of the transaction, which is then made again under the lock, where each answers
     # for itself; so the transaction may go as one statement of its own (events._write).
     covers: bool = False
-    # For a statement that may go alone: whether it landed, asked when its answer was lost
-    # (it has no transaction id to ask PostgreSQL about). None: that cannot be told.
-    landed: Callable[[], bool] | None = None
 
 
 class Rows(Generic[M]):
@@ -186,20 +183,7 @@ class Rows(Generic[M]):
         self._check_mutable()
         statement = self._update_statement(transaction.get_connection(), row, None, condition)
         assert statement is not None  # a guarded UPDATE is always sent
-        stamp = next(field for field in self.fields if _auto_now(field))  # written now, as the row's mark
-        landed = partial(self._carries, row.pk, stamp.attname, getattr(row, stamp.attname))
-        return statement._replace(refused=refused, covers=True, landed=landed)
-
-    def _carries(self, pk: object, attname: str, value: object) -> bool:
-        """Whether the row holds `value` in the column once its lock is free (two seconds at
-        most on PostgreSQL: a statement of ours the server still runs is waited out)."""
-        with transaction.atomic():
-            conn = transaction.get_connection()
-            if conn.vendor == "postgresql":
-                with conn.cursor() as cursor:
-                    cursor.execute("SET LOCAL lock_timeout = '2s'")
-            row = self.lock(pk=pk)
-        return row is not None and getattr(row, attname) == value
+        return statement._replace(refused=refused, covers=True)
 
     def update(
         self, row: M, names: Iterable[str] | None = None, *, only_if: tuple[str, list[object]] | None = None

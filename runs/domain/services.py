@@ -5,13 +5,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from django.db import IntegrityError, InterfaceError, OperationalError
+from django.db import IntegrityError, InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from approvals.domain import refusals
 from approvals.domain.services import parked_by_operator, pause_decide, pause_decision_refused
 from approvals.domain.tokens import token_digest
 from runs.domain import events
+from runs.domain.connection_loss import forget_doubt
 from runs.domain.errors import (
     HarborError,
     IdentityScopeRequired,
@@ -220,7 +221,14 @@ def steering_submit(
                 with events.atomic():
                     return submit(hand_off=False)
         except HarborError as error:
-            _narrate_rejection(caller, run_id, method, error)
+            try:
+                _narrate_rejection(caller, run_id, method, error)
+            except (OperationalError, InterfaceError) as lost:
+                # The refusal stands: a narration whose connection was lost (its COMMIT in
+                # doubt) must not be taken for the control's own outcome, answered as applied.
+                log.warning("steering: the refusal of %s on run %s was not narrated (%s)", method, run_id, lost)
+                forget_doubt()
+                connection.close()
             raise
 
 

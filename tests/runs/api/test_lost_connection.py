@@ -4,12 +4,16 @@ answered again if that applies it once anyway (a start, a control with an event_
 other asks PostgreSQL whether its transaction committed. PostgreSQL, its backends really
 terminated."""
 
+import threading
+
 import psycopg
 import pytest
 from django.db import connection
 
 from approvals.models import Pause, PauseState
 from runs.domain import connection_loss
+from runs.domain.services import steering_submit
+from runs.identity.callers import caller_resolve
 from runs.models import Event, Run, RunStatus
 from runs.runtime.dispatch import drain
 from tests.conftest import requires_postgres
@@ -175,6 +179,39 @@ def test_a_commit_whose_transaction_is_still_in_progress_is_left_in_doubt(people
         assert connection_loss.commit_outcome(timeout=0.2) is None
         other.rollback()
     assert connection_loss.commit_outcome() == "aborted"
+
+
+def test_a_landed_approval_is_answered_as_landed_though_its_run_was_written_again_meanwhile(api, monkeypatch):
+    """Before what landed is asked, another writer (a prioritize) rewrites the run: the
+    approval's mark is its first event, which nothing rewrites, not the run's updated_at."""
+    run, pause = _parked_deploy(api)
+    ended = connection_loss._ended
+
+    def rewritten_first(pid, started):
+        caller = caller_resolve(tenant="acme", user="ada", session="s1")
+        writer = threading.Thread(
+            target=lambda: steering_submit(caller=caller, run_id=run, method="prioritize", payload={"priority": 3})
+        )
+        writer.start()
+        writer.join()
+        return ended(pid, started)
+
+    monkeypatch.setattr(connection_loss, "_ended", rewritten_first)
+    lone_statement_then_lose_the_answer()
+    assert api.ok("/v1/control/approve", {"identity": {"run": run}, "payload": {}})["method"] == "approve"
+    assert Run.objects.get(pk=run).priority == 3
+    assert _decisions(run) == ["pause.resumed"]
+
+
+def test_a_refused_approval_whose_narrations_answer_was_lost_is_answered_refused(api):
+    """The refusal rolled back, and its narration (control.received, control.rejected) is a
+    transaction of its own: that its COMMIT landed is not the approval's outcome, which
+    stays the refusal (it was answered 200, as if the approval had applied)."""
+    run, pause = _parked_deploy(api)
+    api.ok("/v1/control/approve", {"identity": {"run": run}, "payload": {}})
+    commit_then_lose_the_answer()
+    api.error("/v1/control/approve", {"identity": {"run": run}, "payload": {}}, status=409, code="already_resumed")
+    assert _decisions(run) == ["pause.resumed"]
 
 
 def test_a_lone_statement_whose_answer_was_lost_is_judged_once_its_server_process_is_gone(people_tx):
