@@ -147,3 +147,15 @@ def db_snapshot() -> dict:
         model.__name__: list(model.objects.order_by("pk").values())
         for model in (Run, Pause, SteeringInstruction, Membership)
     }
+
+
+class OneCall:
+    """A planner that calls `work` once, then finishes."""
+
+    def decide(self, view):
+        return Finish("done") if view.history else CallTool("work", {})
+
+
+def one_call_agent(agent_id: str, body) -> None:
+    """Register an agent whose planner calls its one tool, `work` (`body`), once."""
+    register_agent(Agent(id=agent_id, description="test", planner=OneCall, tools={"work": Tool("work", body)}))

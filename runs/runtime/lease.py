@@ -89,16 +89,6 @@ class RunMoved(Exception):
     the run ended): what was made on that row is undone, and made again under its lock."""
 
 
-# The run still stands as its holder left it: running, no steering pending, its lease this
-# worker's and unexpired, and written by no one since (parameters: the worker, the time, the
-# updated_at it was left with; the keeper's renewals leave updated_at alone). Anyone else who
-# changes what a step relies on sets one of these.
-_STANDS = (
-    f"status = '{RunStatus.RUNNING}' AND NOT steering_pending AND NOT hard_cancel"
-    " AND lease_owner = %s AND lease_expires_at >= %s AND updated_at = %s"
-)
-
-
 def guard_as_read(run: Run) -> None:
     """Write the run, read without its lock, only while it stands as read: the same status,
     no steering waiting, written by no one since (its updated_at). Otherwise nothing of the
@@ -107,10 +97,15 @@ def guard_as_read(run: Run) -> None:
     (a decision's hand-off) must see every instruction, which only the lock guarantees."""
     if run.steering_pending or run.hard_cancel:
         raise RunMoved(run.pk)
-    condition: tuple[str, list[object]] = (
-        _AS_READ,
-        [run.status, connection.ops.adapt_datetimefield_value(run.updated_at)],
-    )
+    _guard(run)
+
+
+def _guard(run: Run, also: str = "", params: tuple[object, ...] = ()) -> None:
+    """The run's write at the transaction's end, guarded by `_AS_READ` (and `also`, SQL
+    over its columns, with `params`). The keeper's lease renewals leave updated_at alone;
+    anyone else who changes what a transaction relies on sets one of these."""
+    adapt = connection.ops.adapt_datetimefield_value
+    condition: tuple[str, list[object]] = (_AS_READ + also, [run.status, adapt(run.updated_at), *params])
     events.guard_at_end(RUNS, run, condition, RunMoved(run.pk))
 
 
@@ -238,7 +233,7 @@ class Lease:
 
     def held_run(self) -> Run:
         """The run as this worker's last committed transaction (or read) left it, not locked:
-        the transaction writes it only while it still stands so (`_STANDS`), and when it does
+        the transaction writes it only while it still stands so (`_guard`), and when it does
         not, nothing of the transaction lands and RunMoved is raised (`transact` then makes it
         again on `locked_run`). Without such a row at hand, `locked_run`. Its lock, read and
         re-check then come with the transaction's closing write."""
@@ -251,9 +246,9 @@ class Lease:
         now = timezone.now()
         if time.monotonic() - self.written >= settings.HARBOR_LEASE_SECONDS / 2:
             run.lease_expires_at, self.written = now + lease_length(), time.monotonic()
-        adapt = connection.ops.adapt_datetimefield_value
-        stands: tuple[str, list[object]] = (_STANDS, [self.worker, adapt(now), adapt(run.updated_at)])
-        events.guard_at_end(RUNS, run, stands, RunMoved(self.run_id))
+        # Still as it left it, and still its holder's.
+        held = (self.worker, connection.ops.adapt_datetimefield_value(now))
+        _guard(run, " AND lease_owner = %s AND lease_expires_at >= %s", held)
         self._known_on_commit()
         return run
 

@@ -17,7 +17,7 @@ from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent, unregister_agent
 from runs.runtime.tools import Tool
-from tests.conftest import requires_postgres
+from tests.conftest import one_call_agent, requires_postgres
 from tests.dropped_connections import commit_then_lose_the_answer, lone_statement_then_lose_the_answer, terminate
 
 pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
@@ -65,17 +65,6 @@ def test_a_pool_whose_connections_were_all_dropped_hands_out_a_live_one_at_once(
     assert time.monotonic() - began < 2  # not a check, a back-off and a retry per dead connection
 
 
-class _OneCall:
-    """A planner that calls `work` once, then finishes."""
-
-    def decide(self, view):
-        return Finish("done") if view.history else CallTool("work", {})
-
-
-def _one_call_agent(agent_id: str, body) -> None:
-    register_agent(Agent(id=agent_id, description="test", planner=_OneCall, tools={"work": Tool("work", body)}))
-
-
 @pytest.fixture
 def dropping_tool():
     """An agent whose one tool, the first time it runs, drops its worker's database
@@ -95,7 +84,7 @@ def dropping_tool():
                 time.sleep(seconds)
             return {"ok": True}
 
-        _one_call_agent("dropping", body)
+        one_call_agent("dropping", body)
         return calls
 
     yield tool
@@ -142,7 +131,7 @@ def asking_tool():
                 {"sleep": lambda: ctx.sleep(0.01), "fence": ctx.fence, "itself": Run.objects.count}[asks]()
             return {"ok": True}
 
-        _one_call_agent("asking", body)
+        one_call_agent("asking", body)
         return calls
 
     yield tool

@@ -20,11 +20,9 @@ from runs.management.commands._bench_common import psycopg_round_trips
 from runs.models import Event, Run, RunStatus, SteeringInstruction, SteeringState, ToolCall
 from runs.runtime.dispatch import drain
 from runs.runtime.handoff import carry_handed
-from runs.runtime.planner import CallTool, Finish
-from runs.runtime.registry import Agent, register_agent, unregister_agent
-from runs.runtime.tools import Tool
+from runs.runtime.registry import unregister_agent
 from tests.approvals.test_races import in_threads
-from tests.conftest import GatedProbe, requires_postgres
+from tests.conftest import GatedProbe, one_call_agent, requires_postgres
 
 
 class _Working:
@@ -33,18 +31,13 @@ class _Working:
     def __init__(self) -> None:
         self.bodies = 0
         self.during: Callable[[str], object] = lambda run_id: None
-        working = self
 
         def work(args, ctx):
-            working.bodies += 1
-            working.during(ctx.run_id)
+            self.bodies += 1
+            self.during(ctx.run_id)
             return {"ok": True}
 
-        class Planner:
-            def decide(self, view):
-                return Finish("done") if view.history else CallTool("work", {})
-
-        register_agent(Agent(id="held", description="test", planner=Planner, tools={"work": Tool("work", work)}))
+        one_call_agent("held", work)
 
 
 @pytest.fixture
