@@ -92,6 +92,7 @@ class _Batch:
         self.rows: dict[int, tuple[Rows, Model]] = {}  # by identity: each row written once, as it ends
         self.guards: dict[int, tuple[tuple[str, list[object]], Exception]] = {}  # by the row's identity
         self.settles: list[Statement] = []
+        self.asks: list[Ask] = []
 
     def holds(self, conn: BaseDatabaseWrapper) -> bool:
         """Whether an event written now belongs here: same connection, and not inside a
@@ -111,7 +112,8 @@ class _Batch:
         writes += self.settles
         self.settles = []
         events, self.events = self.events, []
-        _write(self.conn, events, writes, last=last)
+        asks, self.asks = (self.asks, []) if last else ([], self.asks)
+        _write(self.conn, events, writes, last=last, asks=asks)
 
 
 _batch: ContextVar[_Batch | None] = ContextVar("harbor_event_batch", default=None)
@@ -163,6 +165,24 @@ def settle_at_end(statement: Statement) -> None:
         batch.settles.append(statement)
     else:
         _send(conn, [statement])
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A question asked in the statement that ends a service transaction (`ask_at_end`)."""
+
+    sql: str  # a query of one value
+    params: list[object]
+    answer: Callable[[object], None]
+
+
+def ask_at_end(sql: str, params: list[object], answer: Callable[[object], None]) -> None:
+    """Ask `sql` (a query of one value, and its parameters) in the statement that ends this
+    service transaction, where that goes as one (PostgreSQL): it costs no round trip, and
+    sees what was committed before it. `answer` gets the value once the statement ran
+    (the transaction may still roll back after it); where it is not asked, never."""
+    if (batch := _holding(transaction.get_connection())) is not None:
+        batch.asks.append(Ask(sql, params, answer))
 
 
 def _holding(conn: BaseDatabaseWrapper) -> _Batch | None:
@@ -227,7 +247,12 @@ def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = 
 
 
 def _write(
-    conn: BaseDatabaseWrapper, events: list[Written], rows: Sequence[Statement] = (), *, last: bool = False
+    conn: BaseDatabaseWrapper,
+    events: list[Written],
+    rows: Sequence[Statement] = (),
+    *,
+    last: bool = False,
+    asks: Sequence[Ask] = (),
 ) -> None:
     """Write the rows, number the events from their tenants' cursors, insert them, and nudge
     the live streams once after commit. On PostgreSQL it is one statement (the rows and the
@@ -246,7 +271,7 @@ def _write(
         # rewrites, says whether it landed.
         landed = partial(_logged, events[0])
         with alone(conn, landed) if last and (not guarded or guarded[0].covers) else nullcontext():
-            _number(events, _insert(conn, events, bump_tenant=tenant_id, rows=rows))
+            _number(events, _insert(conn, events, bump_tenant=tenant_id, rows=rows, asks=asks))
     else:
         _send(conn, rows)
         if not events:
@@ -288,13 +313,18 @@ _AS_GIVEN = frozenset({"tenant_id", "sequence", "type", "run_id", "user", "sessi
 
 
 def _insert(
-    conn: BaseDatabaseWrapper, events: list[Written], *, bump_tenant: int | None = None, rows: Sequence[Statement] = ()
+    conn: BaseDatabaseWrapper,
+    events: list[Written],
+    *,
+    bump_tenant: int | None = None,
+    rows: Sequence[Statement] = (),
+    asks: Sequence[Ask] = (),
 ) -> int:
     """One multi-row INSERT, written out rather than built by bulk_create: every service
     transaction ends here, and the log needs no ids back. With `bump_tenant` (one tenant's
     events) the statement also bumps that tenant's cursor and numbers the rows from it,
-    returning the cursor's new value (what _next_sequence does, in the same statement), and
-    writes `rows` first, each a CTE of its own."""
+    returning the cursor's new value (what _next_sequence does, in the same statement),
+    writes `rows` first, each a CTE of its own, and answers `asks`."""
     fields = [field for field in Event._meta.concrete_fields if not field.primary_key]
     columns = ", ".join(conn.ops.quote_name(field.column) for field in fields)
     numbered = bump_tenant is not None
@@ -322,13 +352,20 @@ def _insert(
         )
         # A key the database makes for a row comes back beside each sequence.
         keys = "".join(f", (SELECT {write.key} FROM w{index})" for index, write in enumerate(rows) if write.key)
+        keys += "".join(f", ({ask.sql})" for ask in asks)
         # And the transaction's id, by which a COMMIT whose connection is lost is looked up
         # (runs.domain.connection_loss).
         sql = (
             f"WITH {writes}bump AS ({bump} RETURNING event_sequence) {sql}"
             f" RETURNING sequence{keys}, pg_current_xact_id()::text"
         )
-        params = [*(param for write in rows for param in write.params), len(events), bump_tenant, *params]
+        params = [
+            *(param for write in rows for param in write.params),
+            len(events),
+            bump_tenant,
+            *params,
+            *(param for ask in asks for param in ask.params),
+        ]
     with prepared_cursor(conn) as cursor:
         try:
             cursor.execute(sql, params)
@@ -343,6 +380,8 @@ def _insert(
     back = iter(returned[0][1:-1] if returned else ())
     for write in rows:
         write.done(next(back) if write.key else None)
+    for ask in asks:
+        ask.answer(next(back))
     return max(row[0] for row in returned) if numbered else 0
 
 

@@ -33,13 +33,18 @@ log = logging.getLogger("harbor.runtime")
 
 def drain(*, limit: int | None = None) -> int:
     """Advance the runs handed to this process, then ready runs, highest priority first,
-    until none is left (or `limit`)."""
+    until none is left (or `limit`). A look is skipped when the runs just advanced were
+    each told, by the statement that released them, that no other run was ready then
+    (Lease.nothing_ready): a run made ready since woke a worker of its own."""
     once_more_if_lost(handles.reap_ended)  # a dropped connection, met first here, holds no hand-off up
-    advanced = carry_handed(limit)
-    while limit is None or advanced < limit:
-        if not any(loop.advance(pk) for pk in _ready_ids()):  # the first one claimed is advanced
+    carried = carry_handed(limit)
+    advanced, look = len(carried), not carried or not all(lease.nothing_ready for lease in carried)
+    while look and (limit is None or advanced < limit):
+        # The first one claimed is advanced.
+        lease = next((lease for pk in _ready_ids() if (lease := loop.advance(pk)) is not None), None)
+        if lease is None:
             return advanced
-        advanced += 1
+        advanced, look = advanced + 1, not lease.nothing_ready
     return advanced
 
 

@@ -65,10 +65,10 @@ def _hand(lease: Lease, step: loop.Next) -> None:
     wake_now()
 
 
-def carry_handed(limit: int | None = None) -> int:
-    """Carry the steps handed to this process (up to `limit`); how many were carried."""
-    carried = 0
-    while limit is None or carried < limit:
+def carry_handed(limit: int | None = None) -> list[Lease]:
+    """Carry the steps handed to this process (up to `limit`); the leases carried."""
+    carried: list[Lease] = []
+    while limit is None or len(carried) < limit:
         try:
             lease, step = _handed.popleft()
         except IndexError:
@@ -81,7 +81,7 @@ def carry_handed(limit: int | None = None) -> int:
             loop.carry(lease, partial(_begin, lease, step, run))
         except Exception:  # the run is gone (its tenant was deleted): the next hand-off goes on
             log.exception("run %s: its hand-off could not go on", lease.run_id)
-        carried += 1
+        carried.append(lease)
     return carried
 
 

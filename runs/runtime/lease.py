@@ -34,6 +34,10 @@ READY = (RunStatus.PENDING, RunStatus.RUNNING)
 # they must match.
 CLAIMABLE_SQL = f"status IN {tuple(str(status) for status in READY)} AND (lease_owner = '' OR lease_expires_at < %s)"
 _CLAIMABLE = f"id = %s AND {CLAIMABLE_SQL}"
+# Whether a run other than the one named is claimable, its tenant's share aside (asked in
+# the statement that releases the named run, whose lease that statement still sees); its
+# parameters: the time and the run.
+_READY_ELSEWHERE = f"SELECT EXISTS (SELECT 1 FROM {Run._meta.db_table} WHERE {CLAIMABLE_SQL} AND id <> %s)"
 
 
 def under_cap_sql(tenant: str) -> str:
@@ -123,6 +127,9 @@ class Lease:
         self.run: Run | None = None  # the row as this worker's latest transaction left it
         self.known = False  # `run` is the row as committed: the next transaction may build on it (held_run)
         self.written = time.monotonic()  # when this worker last set the lease's expiry
+        # Its last transaction released the run, and no other run was ready as it committed:
+        # the dispatcher's look would find nothing it was not woken for (ask_after).
+        self.nothing_ready = False
 
     def claim_locked(self) -> Run | None:
         """Take the run if it is ready and free (or its holder's lease expired), inside the
@@ -256,10 +263,30 @@ class Lease:
         """`work` on the run in one of this worker's transactions (kept through a lost
         connection: atomic_surviving_loss): on the row as it last left it (`held_run`), and
         once more under the run's lock if the row moved meanwhile."""
+
+        def made(run: Run) -> T:
+            done = work(run)
+            self.ask_after(run)
+            return done
+
         try:
-            return atomic_surviving_loss(lambda: work(self.held_run()), run_id=self.run_id)
+            return atomic_surviving_loss(lambda: made(self.held_run()), run_id=self.run_id)
         except RunMoved:
-            return atomic_surviving_loss(lambda: work(self.locked_run()), run_id=self.run_id)
+            return atomic_surviving_loss(lambda: made(self.locked_run()), run_id=self.run_id)
+
+    def ask_after(self, run: Run) -> None:
+        """At the end of a transaction of this worker's on `run`: if it releases the run
+        (parks or ends it), ask in its closing statement whether another run is ready
+        (`events.ask_at_end`), and note a "no" once it has committed (`nothing_ready`)."""
+        self.nothing_ready = False
+        if run.lease_owner:
+            return
+
+        def told(ready: object) -> None:
+            if not ready:
+                transaction.on_commit(lambda: setattr(self, "nothing_ready", True))
+
+        events.ask_at_end(_READY_ELSEWHERE, [connection.ops.adapt_datetimefield_value(timezone.now()), run.pk], told)
 
     def _known_on_commit(self) -> None:
         self.known = False

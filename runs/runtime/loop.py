@@ -70,9 +70,10 @@ class Boundary:
 Next = Boundary | Call | None  # what a transaction leaves to do: ask, call, or stop
 
 
-def advance(run_id: str, worker: str | None = None) -> bool:
-    """Claim a run and advance it until it parks, ends or loses its lease. False when the
-    run was not there to claim (another worker holds it, or it is not ready)."""
+def advance(run_id: str, worker: str | None = None) -> Lease | None:
+    """Claim a run and advance it until it parks, ends or loses its lease: the lease it
+    was claimed with, or None when the run was not there to claim (another worker holds
+    it, or it is not ready)."""
     lease = Lease(run_id, worker or new_worker_id())
 
     def claim() -> Next:
@@ -83,9 +84,11 @@ def advance(run_id: str, worker: str | None = None) -> bool:
             if run.status == RunStatus.PENDING:
                 move(run, RunStatus.RUNNING)
                 _narrate_started(run)
-            return at_boundary(lease, run)
+            step = at_boundary(lease, run)
+            lease.ask_after(run)
+            return step
 
-    return carry(lease, claim)
+    return lease if carry(lease, claim) else None
 
 
 def claim_here(run: Run) -> tuple[Lease, Next] | None:

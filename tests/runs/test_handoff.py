@@ -50,6 +50,21 @@ def test_an_approval_hands_the_run_on_with_the_attempt_opened(people_tx, probe):
     assert list(ToolCall.objects.filter(run=run).values_list("outcome", flat=True)) == ["completed"]
 
 
+def test_a_run_left_ready_meanwhile_is_advanced_by_the_drain_that_carries_a_hand_off(people_tx, probe, settings):
+    """The statement that ends the handed run says whether another run is ready: this one
+    is, so the drain looks for it (a run made ready later wakes a worker of its own)."""
+    alice = people_tx.caller("alice")
+    handed, left = (run_start(caller=alice, query="launch", agent_id="probe")[0] for _ in range(2))
+    drain()
+    steering_submit(caller=alice, run_id=handed.pk, method="approve", payload={})
+    settings.HARBOR_HANDOFF = False  # decided with no hand-off: left ready for a look
+    steering_submit(caller=alice, run_id=left.pk, method="approve", payload={})
+    assert Run.objects.get(pk=left.pk).lease_owner == ""
+    assert drain() == 2
+    assert set(Run.objects.filter(pk__in=[handed.pk, left.pk]).values_list("status", flat=True)) == {"complete"}
+    assert probe.calls == [{"target": "moon"}] * 2
+
+
 def test_a_start_hands_the_new_run_on_started_with_its_lease(people_tx, probe):
     run, _ = run_start(caller=people_tx.caller("alice"), query="launch", agent_id="probe")
     stored = Run.objects.get(pk=run.pk)

@@ -326,7 +326,7 @@ def test_a_duplicate_dispatch_finds_nothing_to_do(people, scripted):
     agent = scripted(steps=2)
     run = start(people, "work", "scripted")
     assert drain() == 1 and drain() == 0
-    assert advance(run.pk) is False  # a delivery naming the finished run claims nothing
+    assert advance(run.pk) is None  # a delivery naming the finished run claims nothing
     assert agent.calls == [1, 2]
 
 
