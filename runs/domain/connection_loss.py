@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, OperationalError, connection, connections
 
 from runs.domain import events
 
@@ -42,9 +42,10 @@ def commit_in_doubt() -> bool:
 
 def forget_doubt() -> None:
     """Before a new unit of work: no earlier transaction's doubt is its own."""
-    connection.commit_in_doubt = False  # type: ignore[attr-defined]  # set by harbor_site.postgresql
-    connection.doubted_transaction, connection.doubted_hooks = None, []  # type: ignore[attr-defined]
-    connection.doubted_landed = connection.doubted_backend = None  # type: ignore[attr-defined]  # set by rows.alone
+    conn: Any = connections[DEFAULT_DB_ALIAS]  # one lookup, not one per attribute through the proxy
+    conn.commit_in_doubt = False  # set by harbor_site.postgresql
+    conn.doubted_transaction, conn.doubted_hooks = None, []
+    conn.doubted_landed = conn.doubted_backend = None  # set by rows.alone
 
 
 def commit_outcome(timeout: float = 2.0) -> str | None:

@@ -285,7 +285,7 @@ def _write(
         for tenant_id, written in by_tenant.items():
             _push(tenant_id, written)
 
-    transaction.on_commit(push_all, using=conn.alias)
+    conn.on_commit(push_all)
 
 
 def _logged(event: Written) -> bool:
