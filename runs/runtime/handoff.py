@@ -9,15 +9,19 @@ its own to begin. The claim follows the dispatcher's rule (ready, free, the tena
 its share of workers); a run it does not take is left to a worker's look, woken as before.
 
 What is handed lives in this process only: if the process dies, the lease lapses and any
-worker takes the run again, as after a crash anywhere in a step. Before a handed step goes
-on, its worker renews the lease and reads the run back in one UPDATE: a step whose lease
-was lost meanwhile (another worker took the run) is dropped, and steering that reached the
-run before its step began (a cancel racing the approval, or cascading to a child just
-started) is applied by the boundary first: a call's attempt is settled interrupted, its body
-never begun, and a planner is not asked."""
+worker takes the run again, as after a crash anywhere in a step. A handed step is in flight
+from the commit that handed it (its `tool.invoked` is in the log): carried at once (within
+FRESH_SECONDS), it goes on from the run as that commit left it, and steering that lands
+after the commit meets it as it meets any step in flight, at its next boundary (a hard
+cancel interrupts a call). A step handed longer ago renews the lease and reads the run back
+first (in one UPDATE): one whose lease was lost meanwhile (another worker took the run) is
+dropped, and steering that reached the run while it waited (a cancel racing the approval,
+or cascading to a child just started) is applied by the boundary first: a call's attempt is
+settled interrupted, its body never begun, and a planner is not asked."""
 
 import logging
 import threading
+import time
 from collections import deque
 from functools import partial
 
@@ -36,7 +40,10 @@ from .wake import wake_now, wake_on_commit
 
 log = logging.getLogger("harbor.runtime")
 
-_handed: deque[tuple[Lease, loop.Next]] = deque()  # appends and pops are atomic across threads
+# A hand-off carried this soon after its commit needs no read of the run first.
+FRESH_SECONDS = 0.1
+
+_handed: deque[tuple[Lease, loop.Next, float]] = deque()  # appends and pops are atomic across threads
 # Set while the embedded pool's threads run in this process (a command or a shell with the
 # thread executor has none: its decisions are left to a server's look).
 pool_running = threading.Event()
@@ -61,7 +68,7 @@ def continue_here(run: Run) -> None:
 
 
 def _hand(lease: Lease, step: loop.Next) -> None:
-    _handed.append((lease, step))
+    _handed.append((lease, step, time.monotonic()))
     wake_now()
 
 
@@ -70,11 +77,14 @@ def carry_handed(limit: int | None = None) -> list[Lease]:
     carried: list[Lease] = []
     while limit is None or len(carried) < limit:
         try:
-            lease, step = _handed.popleft()
+            lease, step, handed_at = _handed.popleft()
         except IndexError:
             break
         try:
-            run = once_more_if_lost(lease.renew_reading)  # a renewal may be made twice
+            if time.monotonic() - handed_at < min(FRESH_SECONDS, settings.HARBOR_LEASE_SECONDS / 3):
+                run: Run | None = lease.as_handed()
+            else:
+                run = once_more_if_lost(lease.renew_reading)  # a renewal may be made twice
             if run is None:
                 log.warning("run %s: its hand-off lost the lease meanwhile; the new holder goes on", lease.run_id)
                 continue

@@ -5,6 +5,7 @@ unique per claim, so it doubles as the fencing token: a worker whose lease expir
 taken can never match it again."""
 
 import contextlib
+import copy
 import logging
 import threading
 import time
@@ -172,6 +173,14 @@ class Lease:
             return False
         self.run, self.written = run, written
         return True
+
+    def as_handed(self) -> Run:
+        """The run as the committed transaction that took it for this worker left it
+        (`claim_along`), for its worker to go on from (`held_run`): a copy, which the
+        thread that committed it no longer shares."""
+        assert self.run is not None, "taken by claim_along"
+        self.run, self.known = copy.copy(self.run), True
+        return self.run
 
     def renew_reading(self) -> Run | None:
         """Renew the lease and read the run back, in one UPDATE; None if this worker no

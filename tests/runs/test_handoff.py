@@ -87,7 +87,13 @@ def test_a_tenant_at_its_share_of_workers_leaves_the_started_run_to_a_look(peopl
     assert Run.objects.get(pk=busy.pk).status == Run.objects.get(pk=run.pk).status == RunStatus.PAUSED
 
 
-def test_a_cancel_that_reaches_a_handed_start_before_it_begins_asks_no_planner(people_tx, probe, monkeypatch):
+@pytest.fixture
+def waited(monkeypatch):
+    """Hand-offs carried as if they waited for a worker: each reads the run first."""
+    monkeypatch.setattr(handoff, "FRESH_SECONDS", 0.0)
+
+
+def test_a_cancel_that_reaches_a_handed_start_that_waited_asks_no_planner(people_tx, probe, monkeypatch, waited):
     planner: Any = get_agent("probe").planner
     decide, asked = planner.decide, []
 
@@ -125,7 +131,7 @@ def test_a_tenant_at_its_share_of_workers_leaves_the_decided_run_to_a_look(peopl
     assert probe.calls == [{"target": "moon"}]
 
 
-def test_a_cancel_that_reaches_a_handed_call_before_it_begins_keeps_it_from_running(people_tx, probe):
+def test_a_cancel_that_reaches_a_handed_call_that_waited_keeps_it_from_running(people_tx, probe, waited):
     run = _approved(people_tx)
     steering_submit(caller=people_tx.caller("alice"), run_id=run.pk, method="cancel", payload={})
     assert drain() == 1
@@ -136,7 +142,33 @@ def test_a_cancel_that_reaches_a_handed_call_before_it_begins_keeps_it_from_runn
     assert (attempt.outcome, attempt.error) == ("interrupted", "steering arrived before the call began")
 
 
-def test_a_handed_call_that_waited_renews_its_lease_before_it_begins(people_tx):
+def test_a_cancel_landing_just_after_the_approval_meets_the_handed_call_in_flight(people_tx, probe):
+    """Carried at once, the call goes on from the approval's commit, where its attempt was
+    opened: the cancel stops the run at the call's next boundary, its result recorded."""
+    run = _approved(people_tx)
+    steering_submit(caller=people_tx.caller("alice"), run_id=run.pk, method="cancel", payload={})
+    assert drain() == 1
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+    assert probe.calls == [{"target": "moon"}]  # once
+    assert list(ToolCall.objects.filter(run=run).values_list("outcome", flat=True)) == ["completed"]
+    assert run.checkpoint["history"][0]["result"] == {"launched": "moon"}
+    types = list(Event.objects.filter(run=run).order_by("sequence").values_list("type", flat=True))
+    assert types.index("tool.completed") < types.index("task.cancelled")
+
+
+def test_a_cancel_landing_just_after_a_start_drops_the_planners_decision(people_tx, probe):
+    """The handed start asks its planner, and the cancel that landed meanwhile is applied
+    instead of the decision: the run ends cancelled, no call made."""
+    run, _ = run_start(caller=people_tx.caller("alice"), query="launch", agent_id="probe")
+    steering_submit(caller=people_tx.caller("alice"), run_id=run.pk, method="cancel", payload={})
+    assert drain() == 1
+    assert Run.objects.get(pk=run.pk).status == RunStatus.CANCELLED
+    assert not ToolCall.objects.filter(run=run).exists() and probe.calls == []
+    assert not Pause.objects.filter(run=run).exists()
+
+
+def test_a_handed_call_that_waited_renews_its_lease_before_it_begins(people_tx, waited):
     """A hand-off carried a third of a lease after its claim renews it first (a fresher one
     is only read: it holds for two thirds more, and the keeper renews it on time)."""
     held_until: list[object] = []
@@ -168,7 +200,7 @@ def test_a_handed_call_that_waited_renews_its_lease_before_it_begins(people_tx):
     assert held_until[0] > approved_until  # type: ignore[operator]
 
 
-def test_a_hand_off_whose_lease_lapsed_is_dropped_and_the_step_runs_once(people_tx, probe):
+def test_a_hand_off_whose_lease_lapsed_is_dropped_and_the_step_runs_once(people_tx, probe, waited):
     run = _approved(people_tx)
     Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))  # lapsed
     assert drain() == 1  # the hand-off is dropped; the look claims the run and takes the step over
