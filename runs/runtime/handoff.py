@@ -40,10 +40,10 @@ from .wake import wake_now, wake_on_commit
 
 log = logging.getLogger("harbor.runtime")
 
-# A hand-off carried this soon after its commit needs no read of the run first.
+# A hand-off carried this soon after the claim in its commit needs no read of the run first.
 FRESH_SECONDS = 0.1
 
-_handed: deque[tuple[Lease, loop.Next, float]] = deque()  # appends and pops are atomic across threads
+_handed: deque[tuple[Lease, loop.Next]] = deque()  # appends and pops are atomic across threads
 # Set while the embedded pool's threads run in this process (a command or a shell with the
 # thread executor has none: its decisions are left to a server's look).
 pool_running = threading.Event()
@@ -68,7 +68,7 @@ def continue_here(run: Run) -> None:
 
 
 def _hand(lease: Lease, step: loop.Next) -> None:
-    _handed.append((lease, step, time.monotonic()))
+    _handed.append((lease, step))
     wake_now()
 
 
@@ -77,11 +77,13 @@ def carry_handed(limit: int | None = None) -> list[Lease]:
     carried: list[Lease] = []
     while limit is None or len(carried) < limit:
         try:
-            lease, step, handed_at = _handed.popleft()
+            lease, step = _handed.popleft()
         except IndexError:
             break
         try:
-            if time.monotonic() - handed_at < min(FRESH_SECONDS, settings.HARBOR_LEASE_SECONDS / 3):
+            # Its lease was written with the commit that handed it (a commit whose answer was
+            # lost is judged first, which may take seconds).
+            if time.monotonic() - lease.written < min(FRESH_SECONDS, settings.HARBOR_LEASE_SECONDS / 3):
                 run: Run | None = lease.as_handed()
             else:
                 run = once_more_if_lost(lease.renew_reading)  # a renewal may be made twice

@@ -93,6 +93,12 @@ def waited(monkeypatch):
     monkeypatch.setattr(handoff, "FRESH_SECONDS", 0.0)
 
 
+@pytest.fixture
+def at_once(monkeypatch):
+    """Hand-offs carried at once, however slow the machine."""
+    monkeypatch.setattr(handoff, "FRESH_SECONDS", 60.0)
+
+
 def test_a_cancel_that_reaches_a_handed_start_that_waited_asks_no_planner(people_tx, probe, monkeypatch, waited):
     planner: Any = get_agent("probe").planner
     decide, asked = planner.decide, []
@@ -142,7 +148,7 @@ def test_a_cancel_that_reaches_a_handed_call_that_waited_keeps_it_from_running(p
     assert (attempt.outcome, attempt.error) == ("interrupted", "steering arrived before the call began")
 
 
-def test_a_cancel_landing_just_after_the_approval_meets_the_handed_call_in_flight(people_tx, probe):
+def test_a_cancel_landing_just_after_the_approval_meets_the_handed_call_in_flight(people_tx, probe, at_once):
     """Carried at once, the call goes on from the approval's commit, where its attempt was
     opened: the cancel stops the run at the call's next boundary, its result recorded."""
     run = _approved(people_tx)
@@ -157,7 +163,7 @@ def test_a_cancel_landing_just_after_the_approval_meets_the_handed_call_in_fligh
     assert types.index("tool.completed") < types.index("task.cancelled")
 
 
-def test_a_cancel_landing_just_after_a_start_drops_the_planners_decision(people_tx, probe):
+def test_a_cancel_landing_just_after_a_start_drops_the_planners_decision(people_tx, probe, at_once):
     """The handed start asks its planner, and the cancel that landed meanwhile is applied
     instead of the decision: the run ends cancelled, no call made."""
     run, _ = run_start(caller=people_tx.caller("alice"), query="launch", agent_id="probe")
