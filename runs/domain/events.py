@@ -177,10 +177,11 @@ class Ask:
 
 
 def ask_at_end(sql: str, params: list[object], answer: Callable[[object], None]) -> None:
-    """Ask `sql` (a query of one value, and its parameters) in the statement that ends this
-    service transaction, where that goes as one (PostgreSQL): it costs no round trip, and
-    sees what was committed before it. `answer` gets the value once the statement ran
-    (the transaction may still roll back after it); where it is not asked, never."""
+    """Ask `sql` (a query of one value, and its parameters) in a statement this service
+    transaction sends anyway as it ends (with its events: on PostgreSQL its one statement,
+    elsewhere its cursor's bump), where it sees what was committed before it. `answer` gets
+    the value once that statement ran (the transaction may still roll back after it); a
+    transaction that writes no event leaves it unasked, and `answer` is never called."""
     if (batch := _holding(transaction.get_connection())) is not None:
         batch.asks.append(Ask(sql, params, answer))
 
@@ -276,9 +277,10 @@ def _write(
         _send(conn, rows)
         if not events:
             return
-        for tenant_id in sorted(by_tenant):  # one order for everyone: no deadlock between tenants
+        tenants = sorted(by_tenant)  # one order for everyone: no deadlock between tenants
+        for tenant_id in tenants:
             numbered = by_tenant[tenant_id]
-            _number(numbered, _next_sequence(conn, tenant_id, len(numbered)))
+            _number(numbered, _next_sequence(conn, tenant_id, len(numbered), asks if tenant_id == tenants[-1] else ()))
         _insert(conn, events)
 
     def push_all() -> None:
@@ -409,19 +411,23 @@ def _published(event: Written) -> dict:
     }
 
 
-def _next_sequence(conn: BaseDatabaseWrapper, tenant_id: int, count: int) -> int:
-    """Bump the tenant's event cursor by `count` and return its new value. The UPDATE holds
-    the cursor row until commit, so sequences are strictly increasing in commit order and
-    gap-free, and a reader tailing by sequence never skips a late-committing event. An
-    UPDATE of a non-key column takes a "no key" row lock: rows that merely point at the
-    tenant (runs, pauses, events) still insert."""
+def _next_sequence(conn: BaseDatabaseWrapper, tenant_id: int, count: int, asks: Sequence[Ask] = ()) -> int:
+    """Bump the tenant's event cursor by `count` and return its new value (answering
+    `asks` in the same statement). The UPDATE holds the cursor row until commit, so
+    sequences are strictly increasing in commit order and gap-free, and a reader tailing by
+    sequence never skips a late-committing event. An UPDATE of a non-key column takes a "no
+    key" row lock: rows that merely point at the tenant (runs, pauses, events) still insert."""
     table = Tenant._meta.db_table
+    asked = "".join(f", ({ask.sql})" for ask in asks)
     with prepared_cursor(conn) as cursor:
         cursor.execute(
-            f"UPDATE {table} SET event_sequence = event_sequence + %s WHERE id = %s RETURNING event_sequence",
-            [count, tenant_id],
+            f"UPDATE {table} SET event_sequence = event_sequence + %s WHERE id = %s RETURNING event_sequence{asked}",
+            [count, tenant_id, *(param for ask in asks for param in ask.params)],
         )
-        return cursor.fetchone()[0]
+        returned = cursor.fetchone()
+    for ask, answer in zip(asks, returned[1:], strict=True):
+        ask.answer(answer)
+    return returned[0]
 
 
 def envelope(event: "Event | Written", *, tenant_slug: str | None = None, with_tokens: bool = True) -> Envelope:

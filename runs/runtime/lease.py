@@ -35,8 +35,8 @@ READY = (RunStatus.PENDING, RunStatus.RUNNING)
 # they must match.
 CLAIMABLE_SQL = f"status IN {tuple(str(status) for status in READY)} AND (lease_owner = '' OR lease_expires_at < %s)"
 _CLAIMABLE = f"id = %s AND {CLAIMABLE_SQL}"
-# Whether a run other than the one named is claimable, its tenant's share aside (asked in
-# the statement that releases the named run, whose lease that statement still sees); its
+# Whether a run other than the one named is claimable, its tenant's share aside (asked as
+# the transaction that releases the named run ends, whose lease may still count there); its
 # parameters: the time and the run.
 _READY_ELSEWHERE = f"SELECT EXISTS (SELECT 1 FROM {Run._meta.db_table} WHERE {CLAIMABLE_SQL} AND id <> %s)"
 

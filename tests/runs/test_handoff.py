@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.models import Pause
@@ -48,6 +50,15 @@ def test_an_approval_hands_the_run_on_with_the_attempt_opened(people_tx, probe):
     assert (run.status, run.lease_owner) == (RunStatus.COMPLETE, "")
     assert probe.calls == [{"target": "moon"}]
     assert list(ToolCall.objects.filter(run=run).values_list("outcome", flat=True)) == ["completed"]
+
+
+def test_a_drain_that_carries_the_last_ready_run_to_its_end_sends_no_look(people_tx, probe):
+    """The transaction that ended the run asked, as it ended, whether another run was ready."""
+    run = _approved(people_tx)
+    with CaptureQueriesContext(connection) as queries:
+        assert drain() == 1
+    assert Run.objects.get(pk=run.pk).status == RunStatus.COMPLETE
+    assert not [q for q in queries.captured_queries if "AS candidate" in q["sql"]]
 
 
 def test_a_run_left_ready_meanwhile_is_advanced_by_the_drain_that_carries_a_hand_off(people_tx, probe, settings):
