@@ -179,10 +179,16 @@ class Rows(Generic[M]):
         """`written` for a row read or written before this transaction, guarded: the UPDATE
         of what changed (its auto_now fields at least) only while the row meets `condition`
         (SQL over this table's columns, and its parameters), raising `refused` when it does
-        not. The guard's refusal answers for the transaction's (`Statement.covers`)."""
+        not. A row not inserted yet is inserted only while `condition` holds (SQL that may
+        read the table, not the row). The guard's refusal answers for the transaction's
+        (`Statement.covers`)."""
         self._check_mutable()
-        statement = self._update_statement(transaction.get_connection(), row, None, condition)
-        assert statement is not None  # a guarded UPDATE is always sent
+        conn = transaction.get_connection()
+        if row._state.adding:
+            statement: Statement | None = self._insert_statement(conn, row, None, condition)
+        else:
+            statement = self._update_statement(conn, row, None, condition)
+        assert statement is not None  # a guarded write is always sent
         return statement._replace(refused=refused, covers=True)
 
     def update(
@@ -208,7 +214,11 @@ class Rows(Generic[M]):
         return True
 
     def _insert_statement(
-        self, conn: BaseDatabaseWrapper, row: M, numbered: tuple[str, tuple[str, ...]] | None
+        self,
+        conn: BaseDatabaseWrapper,
+        row: M,
+        numbered: tuple[str, tuple[str, ...]] | None,
+        only_if: tuple[str, list[object]] | None = None,
     ) -> Statement:
         returning = row.pk is None
         column, within = numbered or ("", ())
@@ -220,10 +230,12 @@ class Rows(Generic[M]):
                 params += self._where_params(conn, {name: getattr(row, self._field(name).attname) for name in within})
             else:
                 params.append(field.get_db_prep_save(field.pre_save(row, True), conn))
-        key = ("insert", conn.vendor, returning, numbered)
-        sql = self._cached(key, lambda: self._insert_sql(conn, fields, returning, counted, list(within)))
+        condition, condition_params = only_if or ("", [])
+        assert not (condition and (returning or counted)), "a guarded insert returns nothing of its own"
+        key = ("insert", conn.vendor, returning, numbered, condition)
+        sql = self._cached(key, lambda: self._insert_sql(conn, fields, returning, counted, list(within), condition))
         returned = conn.ops.quote_name(self.meta.pk.column) if returning else ""
-        return Statement(sql, params, partial(self._inserted, conn, row), returned)
+        return Statement(sql, [*params, *condition_params], partial(self._inserted, conn, row), returned)
 
     def _update_statement(
         self, conn: BaseDatabaseWrapper, row: M, names: Iterable[str] | None, only_if: tuple[str, list[object]] | None
@@ -379,6 +391,7 @@ class Rows(Generic[M]):
         returning: bool,
         counted: models.Field | None,
         within: list[str],
+        condition: str = "",
     ) -> str:
         quote = conn.ops.quote_name
         table = quote(self.meta.db_table)
@@ -389,6 +402,10 @@ class Rows(Generic[M]):
             else ""
         )
         slots = ", ".join(following if field is counted else "%s" for field in fields)
+        if condition:  # a row, or none when the condition does not hold
+            if conn.vendor == "postgresql":  # a SELECT's parameters are typed by nothing else
+                slots = ", ".join(f"CAST(%s AS {field.db_type(conn)})" for field in fields)
+            return f"INSERT INTO {table} ({columns}) SELECT {slots} WHERE {condition}"
         back = [self.meta.pk] if returning else []
         back += [counted] if counted is not None else []
         sql = f"INSERT INTO {table} ({columns}) VALUES ({slots})"

@@ -39,7 +39,7 @@ from runs.models import (
     SteeringState,
 )
 from runs.runtime.handoff import continue_here
-from runs.runtime.lease import RunMoved, guard_as_read, lock_checking_share
+from runs.runtime.lease import RunMoved, ShareHeld, guard_as_read, lock_checking_share
 from runs.runtime.loop import first_step
 from runs.runtime.registry import agent_exists, get_agent
 from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now
@@ -102,7 +102,7 @@ def run_start(
 
     inline = get_agent(agent_id).planner_inline
 
-    def create(steps_here: bool) -> Run:
+    def create(steps_here: bool, hand_off: bool = True) -> Run:
         with events.atomic():
             parent = None
             if parent_run is not None:
@@ -137,7 +137,10 @@ def run_start(
                 if inline:  # rules, not a model: the run goes as far as they go before this commits
                     first_step(run)
                 if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
-                    continue_here(run)  # its lease taken for a worker of this process, or the workers woken
+                    if hand_off:
+                        continue_here(run)  # its lease taken for a worker of this process, or the workers woken
+                    else:
+                        wake_on_commit()
             except (OperationalError, InterfaceError):
                 raise  # the database's failure (a lost connection), not a bug of the step
             except Exception as error:
@@ -146,7 +149,10 @@ def run_start(
 
     try:
         try:
-            run = create(True)
+            try:
+                run = create(True)
+            except ShareHeld:  # its tenant held its share of workers: the run is left to a look
+                run = create(True, hand_off=False)
         except _StepCrashed:
             # A bug past the planner (whose errors fail the run): the start still stands,
             # and the worker that claims the run fails it loudly, as any crash of a step.

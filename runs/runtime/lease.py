@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from runs.domain import events
 from runs.domain.connection_loss import atomic_surviving_loss, once_more_if_lost
-from runs.domain.rows import RUNS, alone, prepared_cursor
+from runs.domain.rows import RUNS
 from runs.models import Run, RunStatus
 
 log = logging.getLogger("harbor.runtime")
@@ -71,15 +71,6 @@ def lock_checking_share(*, lock: bool = True, **where: object) -> Run | None:
 _UNDER_CAP_AT_LOCK = "_harbor_under_cap_at_lock"  # on a run instance: read with its lock
 
 
-def _under_cap(tenant_id: int, at: object) -> bool:
-    """`under_cap_sql` for a tenant by id (a run not inserted yet has no row to name it).
-    A read that takes no lock: as the first statement of a transaction (a start's) it goes
-    alone, and the transaction's writes may still go as one statement."""
-    with alone(connection), prepared_cursor(connection) as cursor:
-        cursor.execute(f"SELECT {under_cap_sql('%s')}", [tenant_id, at, settings.HARBOR_TENANT_MAX_RUNNING])
-        return bool(cursor.fetchone()[0])
-
-
 _HELD = "id = %s AND lease_owner = %s AND lease_expires_at >= %s"
 
 SLOW_WORK_SECONDS = 1.0  # a planner or tool body this long gives its connection back to the pool
@@ -87,6 +78,12 @@ SLOW_WORK_SECONDS = 1.0  # a planner or tool body this long gives its connection
 
 class LeaseLost(Exception):
     """This worker no longer holds the run: another worker (or nobody) does."""
+
+
+class ShareHeld(Exception):
+    """The start that took its new run for a worker (`claim_along`) found, as it committed,
+    its tenant holding its share of workers: nothing of it landed. It is made again,
+    leaving the run to a worker's look."""
 
 
 class RunMoved(Exception):
@@ -152,18 +149,25 @@ class Lease:
     def claim_along(self, run: Run) -> bool:
         """Take a run that the caller's transaction holds locked and made ready itself, so
         free (a parked run holds no lease), or is creating (no one else sees it yet): the
-        lease is written with the run's own pending changes (in one UPDATE, or with its
-        insert, or at the transaction's end when the share was read with the lock:
-        `lock_checking_share`), only while its tenant is under its share of workers (the
-        dispatcher's rule). False, and nothing written, when it is not."""
+        lease is written with the run's own pending changes (in one UPDATE, or at the
+        transaction's end when the share was read with the lock: `lock_checking_share`),
+        only while its tenant is under its share of workers (the dispatcher's rule). False,
+        and nothing written, when it is not. A run being created is inserted, lease and
+        all, only while its tenant is under its share: if it is not, nothing of the
+        transaction lands and ShareHeld is raised as it ends."""
         if run.status not in READY or run.lease_owner:
             return False
         now, written = timezone.now(), time.monotonic()
         run.lease_owner, run.lease_expires_at = self.worker, now + lease_length()
         at = connection.ops.adapt_datetimefield_value(now)
         under = run.__dict__.pop(_UNDER_CAP_AT_LOCK, None)
-        if run._state.adding:
-            taken = _under_cap(run.tenant_id, at)
+        if run._state.adding:  # inserted only while its tenant is under its share, or nothing lands
+            share: tuple[str, list[object]] = (
+                under_cap_sql("%s"),
+                [run.tenant_id, at, settings.HARBOR_TENANT_MAX_RUNNING],
+            )
+            events.guard_at_end(RUNS, run, share, ShareHeld(run.pk))
+            taken = True
         elif under is not None:  # read with the run's lock: the lease is written as the transaction ends
             taken = under
         else:

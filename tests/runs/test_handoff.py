@@ -94,6 +94,7 @@ def test_a_tenant_at_its_share_of_workers_leaves_the_started_run_to_a_look(peopl
     run, _ = run_start(caller=alice, query="launch", agent_id="probe")
     stored = Run.objects.get(pk=run.pk)
     assert (stored.status, stored.lease_owner) == (RunStatus.PENDING, "")
+    assert list(Event.objects.filter(run=run).values_list("type", flat=True)) == ["task.spawned"]  # nothing else landed
     drain()  # the first one parks at its gate and lets its worker go; the look takes the second
     assert Run.objects.get(pk=busy.pk).status == Run.objects.get(pk=run.pk).status == RunStatus.PAUSED
 

@@ -20,6 +20,7 @@ from runs.management.commands._bench_common import psycopg_round_trips
 from runs.models import Event, Run, RunStatus, SteeringInstruction, SteeringState, ToolCall
 from runs.runtime import handoff
 from runs.runtime.dispatch import drain
+from runs.runtime.handoff import carry_handed
 from runs.runtime.registry import unregister_agent
 from tests.approvals.test_races import in_threads
 from tests.conftest import GatedProbe, one_call_agent, requires_postgres
@@ -94,8 +95,8 @@ def test_a_handed_call_carried_at_once_to_the_end_is_one_round_trip(people_tx, m
     """The record with the run's end (an inline planner finishes in it): one statement, its
     own transaction, no BEGIN and no lock taken before it (before, a BEGIN, the run's lock,
     the writes and a COMMIT: four). No read of the run before it: the hand-off goes on from
-    the approval's commit. That statement also says no other run is ready, so the drain
-    sends no look after it."""
+    the approval's commit. (That statement also says no other run is ready, so a drain
+    sends no look after it: test_handoff.)"""
     monkeypatch.setattr(handoff, "FRESH_SECONDS", 60.0)  # carried at once, however slow the machine
     alice = people_tx.caller("alice")
     probe = GatedProbe(inline=True)
@@ -105,7 +106,7 @@ def test_a_handed_call_carried_at_once_to_the_end_is_one_round_trip(people_tx, m
         drain()  # warm
         steering_submit(caller=alice, run_id=runs[1].pk, method="approve", payload={})
         with psycopg_round_trips() as round_trips:
-            assert drain() == 1
+            assert len(carry_handed()) == 1
     finally:
         unregister_agent("probe")
     assert round_trips.count == 1

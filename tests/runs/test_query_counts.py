@@ -81,17 +81,17 @@ def test_an_inline_start_that_parks_is_one_round_trip(people_tx):
 
 @requires_postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_start_handed_to_a_worker_is_two_round_trips(people_tx, probe):
-    """Its tenant's share of workers is read first, alone (a read that takes no lock needs
-    no transaction), and the start's writes, the lease with them, then go as one statement:
-    no BEGIN or COMMIT of their own."""
+def test_a_start_handed_to_a_worker_is_one_round_trip(people_tx, probe):
+    """The start's writes, the lease with them, go as one statement, no BEGIN or COMMIT of
+    their own: the run is inserted only while its tenant is under its share of workers,
+    read in that statement (lease.ShareHeld)."""
     alice = people_tx.caller("alice")
     run_start(caller=alice, query="launch", agent_id="probe")  # warm
     drain()
     with psycopg_round_trips() as round_trips:
         run, _ = run_start(caller=alice, query="launch", agent_id="probe")
     started = Run.objects.get(pk=run.pk)
-    assert round_trips.count == 2
+    assert round_trips.count == 1
     assert started.status == RunStatus.RUNNING and started.lease_owner != ""
     assert Event.objects.filter(run=run, type="task.started").count() == 1
     drain()
