@@ -23,7 +23,7 @@ from runs.domain.event_types import (
     PauseResumed,
     ToolDecided,
 )
-from runs.domain.rows import Rows
+from runs.domain.rows import Beside, Rows
 from runs.domain.transitions import move, run_cancelled, run_reject
 from runs.identity.callers import Caller
 from runs.identity.visibility import may_decide_pause, may_view_pause
@@ -109,6 +109,7 @@ def pause_decide(
     args: object = None,
     input: object = None,
     locked: bool = True,
+    as_read: tuple[Pause | None] | None = None,
 ) -> Pause:
     """Decide a pause synchronously (approve, reject or resume). The caller holds `run`'s
     row lock; the pause is locked here and its state re-checked, so of any number of
@@ -116,9 +117,12 @@ def pause_decide(
     program), by its id (the pages, which never hold a token), or is the run's open one.
     A run that goes on is the caller's to wake (or to hand to a worker). `locked=False`: the
     run was read, not locked, and its write is guarded (runs.runtime.lease.guard_as_read);
-    the pause is read too, its settle guarded by its state as always."""
+    the pause is read too, its settle guarded by its state as always; `as_read`: the pause
+    already read beside the run (`pause_beside`)."""
     decision = DECISION_FOR_METHOD[method]
     read = PAUSES.lock if locked else PAUSES.get
+    if as_read is not None:
+        read = lambda *_, **__: as_read[0]  # noqa: E731  # read with the run, by the same rule
     pause = _target_pause(caller=caller, run=run, method=method, token=token, pause_id=pause_id, read=read)
 
     if not may_decide_pause(caller, pause):
@@ -223,6 +227,19 @@ def pause_cancel_open(*, run: Run, reason: str, cascaded: bool) -> None:
     if pause is not None:
         pause_close(run=run, pause=pause, decision=Decision.CANCEL, reason=reason)
     run_cancelled(run, reason, cascaded)
+
+
+def pause_beside(*, token: object, pause_id: str | None) -> Beside | None:
+    """The pause a decision targets (as `_target_pause` reads it), to be read beside its run
+    in one statement (`pause_decide(as_read=...)`); None for a token that is no string,
+    which is refused before any read."""
+    if pause_id is not None:
+        return Beside(PAUSES, "run", {"pk": pause_id})
+    if token is not None:
+        return (
+            Beside(PAUSES, "run", {"token_digest": token_digest(token)}) if isinstance(token, str) and token else None
+        )
+    return Beside(PAUSES, "run", {}, "-created_at")  # the run's newest: _target_pause says why
 
 
 def _target_pause(

@@ -117,6 +117,16 @@ class Statement(NamedTuple):
     covers: bool = False
 
 
+class Beside(NamedTuple):
+    """A row of another table read beside a row of this one, in the same statement: the
+    first (by `order`) of its rows whose `link` points at that row and that match `where`."""
+
+    rows: "Rows[Any]"
+    link: str
+    where: dict[str, object]
+    order: str = ""
+
+
 class Rows(Generic[M]):
     """One model's statements by primary key or by equality on a few columns."""
 
@@ -139,11 +149,20 @@ class Rows(Generic[M]):
         """`lock`, and the value of an SQL expression (over this table's row, `params` for
         its `%s`) read in the same statement: what the caller would otherwise ask in a
         statement of its own."""
-        return self._select(where, "", reading=(expression, params))
+        found = self._select(where, "", reading=(expression, params))
+        return None if found is None else found[:2]
 
     def get_reading(self, expression: str, params: list[object], **where: object) -> tuple[M, Any] | None:
         """`lock_reading` without the lock."""
-        return self._select(where, "", lock=False, reading=(expression, params))
+        found = self._select(where, "", lock=False, reading=(expression, params))
+        return None if found is None else found[:2]
+
+    def get_reading_beside(
+        self, expression: str, params: list[object], beside: Beside, **where: object
+    ) -> tuple[M, Any, Any] | None:
+        """`get_reading`, and the row `beside` names (None when there is none), read in the
+        same statement: a caller's two lone reads in one round trip."""
+        return self._select(where, "", lock=False, reading=(expression, params), beside=beside)
 
     def get(self, order: str = "", **where: object) -> M | None:
         """The first matching row, read without a lock (a lone read writes nothing), or None."""
@@ -310,13 +329,22 @@ class Rows(Generic[M]):
     # statements
 
     def _select(
-        self, where: dict[str, object], order: str, lock: bool = True, reading: tuple[str, list[object]] = ("", [])
-    ) -> tuple[M, Any] | None:
-        """The row, and the value of `reading`'s expression (None without one)."""
+        self,
+        where: dict[str, object],
+        order: str,
+        lock: bool = True,
+        reading: tuple[str, list[object]] = ("", []),
+        beside: Beside | None = None,
+    ) -> tuple[M, Any, Any] | None:
+        """The row, the value of `reading`'s expression (None without one), and the row
+        `beside` names (None without one, or when there is none)."""
         conn = transaction.get_connection()
         expression, params = reading
-        key = ("select", conn.vendor, tuple(where), order, lock, expression)
-        sql = self._cached(key, lambda: self._select_sql(conn, list(where), order, lock, expression))
+        other = None if beside is None else (beside.rows, beside.link, tuple(beside.where), beside.order)
+        key = ("select", conn.vendor, tuple(where), order, lock, expression, other)
+        sql = self._cached(key, lambda: self._select_sql(conn, list(where), order, lock, expression, beside))
+        if beside is not None:
+            params = [*params, *beside.rows._where_params(conn, beside.where)]
         # A read that takes no lock, sent while its transaction has sent nothing, goes alone:
         # it needs no BEGIN, and lands nothing if its answer is lost.
         with alone(conn, _wrote_nothing) if not lock else nullcontext(), prepared_cursor(conn) as cursor:
@@ -324,9 +352,12 @@ class Rows(Generic[M]):
             found = cursor.fetchone()
         if found is None:
             return None
-        if expression:
-            return self._row(conn, found[:-1]), found[-1]
-        return self._row(conn, found), None
+        width = len(self.fields) + (2 if self.owner else 0)
+        value = found[width] if expression else None
+        other_row = None
+        if beside is not None and (rest := found[width + bool(expression) :])[0] is not None:
+            other_row = beside.rows.built(conn, rest)
+        return self._row(conn, found[:width]), value, other_row
 
     def columns(self, conn: BaseDatabaseWrapper, alias: str) -> list[str]:
         """This model's columns as `built` takes them, under `alias`, for a statement that
@@ -363,7 +394,15 @@ class Rows(Generic[M]):
         assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
         return f"UPDATE {quote(table)} SET {assignments} WHERE {condition} RETURNING {', '.join(columns)}"
 
-    def _select_sql(self, conn: BaseDatabaseWrapper, where: list[str], order: str, lock: bool, reading: str) -> str:
+    def _select_sql(
+        self,
+        conn: BaseDatabaseWrapper,
+        where: list[str],
+        order: str,
+        lock: bool,
+        reading: str,
+        beside: Beside | None = None,
+    ) -> str:
         quote, table = conn.ops.quote_name, self.meta.db_table
         columns = [f"{quote(table)}.{quote(field.column)}" for field in self.fields]
         joins = ""
@@ -374,6 +413,20 @@ class Rows(Generic[M]):
             joins = f" JOIN {quote(users)} ON {quote(users)}.{quote('id')} = {quote(table)}.{quote(owner_column)}"
         if reading:
             columns.append(reading)
+        if beside is not None:
+            other = beside.rows
+            other_table, other_pk = quote(other.meta.db_table), quote(other.meta.pk.column)
+            linked = f"{quote(other._field(beside.link).column)} = {quote(table)}.{quote(self.meta.pk.column)}"
+            conditions = [
+                f"{other_table}.{linked}",
+                *([other._where_sql(conn, list(beside.where))] if beside.where else []),
+            ]
+            first = f"SELECT {other_table}.{other_pk} FROM {other_table} WHERE {' AND '.join(conditions)}"
+            if beside.order:
+                column = quote(other._field(beside.order.lstrip("-")).column)
+                first += f" ORDER BY {other_table}.{column}{' DESC' if beside.order.startswith('-') else ''}"
+            columns += other.columns(conn, "beside")
+            joins += f" LEFT JOIN {other_table} AS beside ON beside.{other_pk} = ({first} LIMIT 1)"
         sql = f"SELECT {', '.join(columns)} FROM {quote(table)}{joins} WHERE {self._where_sql(conn, where)}"
         if order:
             column = self._field(order.lstrip("-")).column

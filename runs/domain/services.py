@@ -9,8 +9,9 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.utils import timezone
 
 from approvals.domain import refusals
-from approvals.domain.services import parked_by_operator, pause_decide, pause_decision_refused
+from approvals.domain.services import parked_by_operator, pause_beside, pause_decide, pause_decision_refused
 from approvals.domain.tokens import token_digest
+from approvals.models import Pause
 from runs.domain import events
 from runs.domain.connection_loss import forget_doubt
 from runs.domain.errors import (
@@ -39,7 +40,7 @@ from runs.models import (
     SteeringState,
 )
 from runs.runtime.handoff import continue_here
-from runs.runtime.lease import RunMoved, ShareHeld, guard_as_read, lock_checking_share
+from runs.runtime.lease import RunMoved, ShareHeld, guard_as_read, lock_checking_share, read_checking_share
 from runs.runtime.loop import first_step
 from runs.runtime.registry import agent_exists, get_agent
 from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now
@@ -250,10 +251,21 @@ def _submit_locked(
     hand_off: bool,
     locked: bool = True,
 ) -> SteeringReceipt:
-    # A decision may hand the run to a worker (claim_along): its tenant's share comes with the lock.
-    lock = partial(lock_checking_share, lock=locked) if method in DECISION_INSTRUCTIONS else RUNS.lock
     refused = partial(_refused, caller=caller, method=method, token=payload.get("token"), pause_id=pause_id)
-    run = lock(pk=run_id, tenant=caller.tenant) if isinstance(run_id, str) else None
+    decision = method in DECISION_INSTRUCTIONS
+    # One made on the run as read reads its pause in the same statement.
+    beside = pause_beside(token=payload.get("token"), pause_id=pause_id) if decision and not locked else None
+    as_read: tuple[Pause | None] | None = None
+    run: Run | None = None
+    if not isinstance(run_id, str):
+        pass
+    elif beside is not None:
+        run, pause = read_checking_share(beside, pk=run_id, tenant=caller.tenant) or (None, None)
+        as_read = (pause,)
+    elif decision:  # it may hand the run to a worker (claim_along): its tenant's share comes with it
+        run = lock_checking_share(lock=locked, pk=run_id, tenant=caller.tenant)
+    else:
+        run = RUNS.lock(pk=run_id, tenant=caller.tenant)
     if run is None or not can_view_run(caller, run):
         raise refused(NotFound("no such run"))
     if not locked:
@@ -295,6 +307,7 @@ def _submit_locked(
             args=payload.get("args"),
             input=payload.get("input"),
             locked=locked,
+            as_read=as_read,
         )
         if _sealed(decided.decision_input):  # a credential: its audit keeps it sealed too
             payload = {**payload, "input": events.SEALED}

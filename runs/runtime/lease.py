@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from runs.domain import events
 from runs.domain.connection_loss import atomic_surviving_loss, once_more_if_lost
-from runs.domain.rows import RUNS
+from runs.domain.rows import RUNS, Beside
 from runs.models import Run, RunStatus
 
 log = logging.getLogger("harbor.runtime")
@@ -66,6 +66,18 @@ def lock_checking_share(*, lock: bool = True, **where: object) -> Run | None:
     run, under = found
     run.__dict__[_UNDER_CAP_AT_LOCK] = bool(under)
     return run
+
+
+def read_checking_share(beside: Beside, **where: object) -> tuple[Run, Any] | None:
+    """`lock_checking_share(lock=False)`, and the row `beside` names (None when there is
+    none), read in the same statement: a decision's run and its pause in one round trip."""
+    at = connection.ops.adapt_datetimefield_value(timezone.now())
+    found = RUNS.get_reading_beside(_UNDER_CAP, [at, settings.HARBOR_TENANT_MAX_RUNNING], beside, **where)
+    if found is None:
+        return None
+    run, under, other = found
+    run.__dict__[_UNDER_CAP_AT_LOCK] = bool(under)
+    return run, other
 
 
 _UNDER_CAP_AT_LOCK = "_harbor_under_cap_at_lock"  # on a run instance: read with its lock

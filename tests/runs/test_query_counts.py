@@ -100,8 +100,8 @@ def test_a_start_handed_to_a_worker_is_one_round_trip(people_tx, probe):
 
 @requires_postgres
 @pytest.mark.django_db(transaction=True)
-def test_an_approval_that_hands_the_run_on_is_three_round_trips(people_tx, probe):
-    """The run read (its tenant's share of workers read with it), the pause read, and one
+def test_an_approval_that_hands_the_run_on_is_two_round_trips(people_tx, probe):
+    """The run read with its tenant's share of workers and its pause beside it, and one
     statement with every write (the claim, the attempt it opens, the decision, the audit
     row, the events), its own transaction: the run's write guarded by what was read
     (runs.runtime.lease.guard_as_read), the pause's settle by its state. No BEGIN, no
@@ -119,7 +119,7 @@ def test_an_approval_that_hands_the_run_on_is_three_round_trips(people_tx, probe
     handed = Run.objects.get(pk=runs[1].pk)
     attempt = ToolCall.objects.get(run=handed)
     drain()
-    assert round_trips.count == 3
+    assert round_trips.count == 2
     assert handed.lease_owner == attempt.worker and handed.checkpoint["pending_call"]["attempts"] == 1
     assert (attempt.attempt, attempt.outcome) == (1, "running")
     assert probe.calls == [{"target": "moon"}] * 2
