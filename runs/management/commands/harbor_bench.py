@@ -311,6 +311,15 @@ class Command(BaseCommand):
         langgraph = _langgraph(database)
         ours: dict[str, list[float]] = {kind: [] for kind in AGENTS}
         theirs: list[float] = []
+        # A warm-up round of each side, then the statistics a deployment's autovacuum keeps
+        # (a scratch database has none, and a plan cached while its tables were empty would
+        # stay: ANALYZE has both sides' statements planned again).
+        for agent_id in AGENTS.values():
+            _rate(partial(_ours_cycle_numbered, alice, agent_id), cycles)
+        if langgraph:
+            _rate(langgraph.cycle, cycles)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
         for _ in range(rounds):  # alternate the sides, round by round
             for kind, agent_id in AGENTS.items():
                 ours[kind].append(_rate(partial(_ours_cycle_numbered, alice, agent_id), cycles))
