@@ -239,6 +239,21 @@ def steering_submit(
             raise
 
 
+def _read_run(
+    caller: Caller, run_id: str, method: str, payload: dict[str, Any], pause_id: str | None, locked: bool
+) -> tuple[Run | None, tuple[Pause | None] | None]:
+    """The run a control names, under its lock or (`locked=False`) as read; a decision's
+    with its tenant's share of workers (it may hand the run to a worker: claim_along), and
+    one made as read with its pause, read beside it in the same statement."""
+    if method not in DECISION_INSTRUCTIONS:
+        return RUNS.lock(pk=run_id, tenant=caller.tenant), None
+    beside = None if locked else pause_beside(token=payload.get("token"), pause_id=pause_id)
+    if beside is None:
+        return lock_checking_share(lock=locked, pk=run_id, tenant=caller.tenant), None
+    run, pause = read_checking_share(beside, pk=run_id, tenant=caller.tenant) or (None, None)
+    return run, (pause,)
+
+
 def _submit_locked(
     *,
     caller: Caller,
@@ -252,20 +267,9 @@ def _submit_locked(
     locked: bool = True,
 ) -> SteeringReceipt:
     refused = partial(_refused, caller=caller, method=method, token=payload.get("token"), pause_id=pause_id)
-    decision = method in DECISION_INSTRUCTIONS
-    # One made on the run as read reads its pause in the same statement.
-    beside = pause_beside(token=payload.get("token"), pause_id=pause_id) if decision and not locked else None
-    as_read: tuple[Pause | None] | None = None
-    run: Run | None = None
-    if not isinstance(run_id, str):
-        pass
-    elif beside is not None:
-        run, pause = read_checking_share(beside, pk=run_id, tenant=caller.tenant) or (None, None)
-        as_read = (pause,)
-    elif decision:  # it may hand the run to a worker (claim_along): its tenant's share comes with it
-        run = lock_checking_share(lock=locked, pk=run_id, tenant=caller.tenant)
-    else:
-        run = RUNS.lock(pk=run_id, tenant=caller.tenant)
+    run, as_read = (
+        _read_run(caller, run_id, method, payload, pause_id, locked) if isinstance(run_id, str) else (None, None)
+    )
     if run is None or not can_view_run(caller, run):
         raise refused(NotFound("no such run"))
     if not locked:

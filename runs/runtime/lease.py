@@ -58,26 +58,28 @@ def lock_checking_share(*, lock: bool = True, **where: object) -> Run | None:
     of workers read in the same statement: a `claim_along` later in the transaction (a
     decision handing the run to a worker) then needs no statement of its own. `lock=False`:
     read, not locked (a decision made on the run as read: `guard_as_read`)."""
-    at = connection.ops.adapt_datetimefield_value(timezone.now())
     read = RUNS.lock_reading if lock else RUNS.get_reading
-    found = read(_UNDER_CAP, [at, settings.HARBOR_TENANT_MAX_RUNNING], **where)
-    if found is None:
-        return None
-    run, under = found
-    run.__dict__[_UNDER_CAP_AT_LOCK] = bool(under)
-    return run
+    expression, params = _share()
+    found = read(expression, params, **where)
+    return None if found is None else _with_share(*found)
 
 
 def read_checking_share(beside: Beside, **where: object) -> tuple[Run, Any] | None:
     """`lock_checking_share(lock=False)`, and the row `beside` names (None when there is
     none), read in the same statement: a decision's run and its pause in one round trip."""
-    at = connection.ops.adapt_datetimefield_value(timezone.now())
-    found = RUNS.get_reading_beside(_UNDER_CAP, [at, settings.HARBOR_TENANT_MAX_RUNNING], beside, **where)
-    if found is None:
-        return None
-    run, under, other = found
+    expression, params = _share()
+    found = RUNS.get_reading_beside(expression, params, beside, **where)
+    return None if found is None else (_with_share(*found[:2]), found[2])
+
+
+def _share() -> tuple[str, list[object]]:
+    """The run's tenant under its share of workers, as an expression read with the run."""
+    return _UNDER_CAP, [connection.ops.adapt_datetimefield_value(timezone.now()), settings.HARBOR_TENANT_MAX_RUNNING]
+
+
+def _with_share(run: Run, under: object) -> Run:
     run.__dict__[_UNDER_CAP_AT_LOCK] = bool(under)
-    return run, other
+    return run
 
 
 _UNDER_CAP_AT_LOCK = "_harbor_under_cap_at_lock"  # on a run instance: read with its lock
