@@ -18,6 +18,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.expressions import Col
 from psycopg import _queries
 from psycopg.pq import TransactionStatus
+from psycopg.types.json import Jsonb
 
 from runs.domain.audit import AppendOnlyModel, AuditImmutable
 from runs.models import Run, SteeringInstruction, ToolCall
@@ -244,17 +245,22 @@ class Rows(Generic[M]):
         counted = self._field(column) if numbered else None
         fields = [field for field in self.fields if not (returning and field.primary_key)]
         params: list[object] = []
+        kept: list[tuple[str, object]] = []
         for field in fields:
             if field is counted:  # its slot is the subquery over the rows it counts after
                 params += self._where_params(conn, {name: getattr(row, self._field(name).attname) for name in within})
             else:
-                params.append(field.get_db_prep_save(field.pre_save(row, True), conn))
+                param, known = _param_and_kept(conn, field, field.pre_save(row, True))
+                params.append(param)
+                kept.append((field.attname, known))
         condition, condition_params = only_if or ("", [])
         assert not (condition and (returning or counted)), "a guarded insert returns nothing of its own"
         key = ("insert", conn.vendor, returning, numbered, condition)
         sql = self._cached(key, lambda: self._insert_sql(conn, fields, returning, counted, list(within), condition))
         returned = conn.ops.quote_name(self.meta.pk.column) if returning else ""
-        return Statement(sql, [*params, *condition_params], partial(self._inserted, conn, row), returned)
+        made = [field for field in self.fields if field is counted or (returning and field.primary_key)]
+        done = partial(self._inserted, conn, row, kept, made)
+        return Statement(sql, [*params, *condition_params], done, returned)
 
     def _update_statement(
         self, conn: BaseDatabaseWrapper, row: M, names: Iterable[str] | None, only_if: tuple[str, list[object]] | None
@@ -269,7 +275,7 @@ class Rows(Generic[M]):
             kept = _kept(field, python)
             if wanted is None and not _auto_now(field) and stored.get(field.attname, _UNKNOWN) == kept:
                 continue  # unchanged since this row was last read or written
-            writes.append((field, field.get_db_prep_save(python, conn), kept))
+            writes.append((field, _param(conn, field, python, kept), kept))
         if all(_auto_now(field) for field, _, _ in writes) and only_if is None:
             return None
         condition, params = only_if or ("", [])
@@ -283,11 +289,22 @@ class Rows(Generic[M]):
         if issubclass(self.model, AppendOnlyModel):
             raise AuditImmutable(f"{self.model.__name__} rows are append-only")
 
-    def _inserted(self, conn: BaseDatabaseWrapper, row: M, key: object = None) -> None:
+    def _inserted(
+        self,
+        conn: BaseDatabaseWrapper,
+        row: M,
+        kept: list[tuple[str, object]],
+        made: list[models.Field],
+        key: object = None,
+    ) -> None:
+        """Note the row as written: `kept`, its columns as sent, and `made`, those the
+        database filled in (a key, a numbered column), as they came back."""
         if key is not None:
             row.pk = key
         row._state.adding, row._state.db = False, conn.alias
-        _stored(row).update((field.attname, _kept(field, getattr(row, field.attname))) for field in self.fields)
+        stored = _stored(row)
+        stored.update(kept)
+        stored.update((field.attname, _kept(field, getattr(row, field.attname))) for field in made)
 
     def update_where(self, where: dict[str, object], **values: object) -> int:
         """UPDATE ... WHERE (equalities): the row count decides a guarded transition. The one
@@ -541,6 +558,20 @@ def _kept(field: models.Field, python: object) -> object:
     if isinstance(field, models.JSONField):
         return json.dumps(python, cls=field.encoder)
     return python
+
+
+def _param_and_kept(conn: BaseDatabaseWrapper, field: models.Field, python: object) -> tuple[object, object]:
+    """A column's parameter and `_kept` of its value."""
+    kept = _kept(field, python)
+    return _param(conn, field, python, kept), kept
+
+
+def _param(conn: BaseDatabaseWrapper, field: models.Field, python: object, kept: object) -> object:
+    """A column's parameter, as its field converts it; a JSON document from `kept`, its text,
+    so that it is encoded once (as the field's own conversion would encode it)."""
+    if python is None or not isinstance(field, models.JSONField):
+        return field.get_db_prep_save(python, conn)
+    return Jsonb(kept, dumps=str) if conn.vendor == "postgresql" else kept
 
 
 def _kept_read(conn: BaseDatabaseWrapper, field: models.Field, text: object, python: object) -> object:
