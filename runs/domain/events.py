@@ -88,6 +88,7 @@ class _Batch:
 
     def __init__(self, conn: BaseDatabaseWrapper) -> None:
         self.conn, self.depth = conn, len(conn.atomic_blocks)
+        self.thread = threading.get_ident()  # Django keeps a connection per thread: this one's is `conn`
         self.events: list[Written] = []
         self.rows: dict[int, tuple[Rows, Model]] = {}  # by identity: each row written once, as it ends
         self.guards: dict[int, tuple[tuple[str, list[object]], Exception]] = {}  # by the row's identity
@@ -138,8 +139,8 @@ def at_end(table: Rows, row: Model) -> None:
     """Write the row (insert it, or update what changed) at the end of this service
     transaction, with its events (at once outside `atomic()`): a later write of the same row
     in the transaction takes the change along, and this one finds nothing left to write."""
-    conn = transaction.get_connection()
-    if (batch := _holding(conn)) is not None:
+    conn, batch = _current()
+    if batch is not None and batch.holds(conn):
         batch.rows.setdefault(id(row), (table, row))
     else:
         _send(conn, [statement] if (statement := table.written(row)) is not None else [])
@@ -150,8 +151,8 @@ def guard_at_end(table: Rows, row: Model, condition: tuple[str, list[object]], r
     meets `condition` (SQL over its table's columns, and its parameters): a row read before
     the transaction, not locked in it. If it no longer does, `refused` is raised and nothing
     of the transaction lands (`Rows.written_if`)."""
-    batch = _holding(transaction.get_connection())
-    assert batch is not None, "a guarded row is written at the end of a service transaction"
+    conn, batch = _current()
+    assert batch is not None and batch.holds(conn), "a guarded row is written at the end of a service transaction"
     batch.rows.setdefault(id(row), (table, row))
     batch.guards[id(row)] = (condition, refused)
 
@@ -160,8 +161,8 @@ def settle_at_end(statement: Statement) -> None:
     """Send a guarded write (`Rows.settling`) at the end of this service transaction, with
     its events (at once outside `atomic()`): the row lock its caller holds already decided
     it, and the guard stands behind that; if it writes no row, the transaction rolls back."""
-    conn = transaction.get_connection()
-    if (batch := _holding(conn)) is not None:
+    conn, batch = _current()
+    if batch is not None and batch.holds(conn):
         batch.settles.append(statement)
     else:
         _send(conn, [statement])
@@ -182,14 +183,20 @@ def ask_at_end(sql: str, params: list[object], answer: Callable[[object], None])
     elsewhere its cursor's bump), where it sees what was committed before it. `answer` gets
     the value once that statement ran (the transaction may still roll back after it); a
     transaction that writes no event leaves it unasked, and `answer` is never called."""
-    if (batch := _holding(transaction.get_connection())) is not None:
+    conn, batch = _current()
+    if batch is not None and batch.holds(conn):
         batch.asks.append(Ask(sql, params, answer))
 
 
-def _holding(conn: BaseDatabaseWrapper) -> _Batch | None:
-    """The service transaction whose end a write made now belongs to, if any."""
+def _current() -> tuple[BaseDatabaseWrapper, _Batch | None]:
+    """The connection a write made now goes on, and the service transaction of that
+    connection, if any (a write belongs to its end when `holds` says so). A transaction of
+    this thread has its connection at hand: looking it up through Django's handler, a few
+    times per write, cost more than the check."""
     batch = _batch.get()
-    return batch if batch is not None and batch.holds(conn) else None
+    if batch is not None and batch.thread == threading.get_ident():
+        return batch.conn, batch
+    return transaction.get_connection(), None
 
 
 @dataclass(slots=True)
@@ -230,7 +237,7 @@ def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = 
     """Append an event. Must run inside the transaction of the change it describes, with
     the run's row lock held (lock order: run, pause, then the tenant cursor). Inside
     `atomic()` the row is written when the transaction ends; elsewhere at once."""
-    conn = transaction.get_connection()
+    conn, batch = _current()
     assert conn.in_atomic_block, "events are written in the transaction of their change"
     held = TOKEN_KEYS + SIGN_IN_KEYS if pause is not None else TOKEN_KEYS
     stored: dict[str, object] = {k: v for k, v in payload.items() if k not in held}
@@ -238,11 +245,10 @@ def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = 
         stored["_pause"] = pause.pk
         stored["_token_keys"] = [k for k in held if k in payload]
     event = Written(run=run, type=type, payload=stored, pause=pause, occurred_at=timezone.now())
-    batch = _batch.get()
     if batch is not None and batch.holds(conn):
         batch.events.append(event)
     else:
-        if batch is not None and batch.conn is conn:
+        if batch is not None:
             batch.flush()  # earlier events of the transaction keep their place in the order
         _write(conn, [event])
 
