@@ -2,6 +2,8 @@ from collections.abc import Callable
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views import defaults
 from django.views.decorators.http import require_GET
@@ -12,8 +14,15 @@ def health(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico on pages that name no icon of their own (the admin's)."""
+    return redirect(static("harbor/favicon.svg"), permanent=True)
+
+
 urlpatterns = [
     path("healthz", health, name="health"),
+    path("favicon.ico", favicon),
     path("admin/", admin.site.urls),
     path("", include("approvals.oauth.urls")),  # before /v1/'s catch-all: the OAuth callback
     path("v1/", include("runs.protocol.urls")),

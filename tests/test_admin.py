@@ -80,3 +80,11 @@ def test_the_tool_call_ledger_is_in_the_admin_and_on_the_run_page(audited, clien
     page = client.get(f"/console/runs/{run.pk}/").content.decode()
     assert 'data-tool-call="0:1" data-outcome="completed"' in page
     assert 'data-tool-call="1:1" data-outcome="completed"' in page
+
+
+def test_the_browsers_favicon_request_finds_the_icon(client):
+    """The admin's pages name no icon, so a browser asks for /favicon.ico."""
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301
+    assert response["Location"] == "/static/harbor/favicon.svg"
+    assert client.get(response["Location"]).status_code == 200
