@@ -129,6 +129,26 @@ def test_postgresql_prepares_the_loops_statements_and_nothing_else(people, probe
     assert not inbox_reads
 
 
+@requires_postgres
+@pytest.mark.django_db
+def test_postgresql_reads_timestamps_with_psycopgs_own_loader_as_aware_utc():
+    """Django's timestamptz loader parses each value in Python; psycopg's own gives the same
+    datetimes (harbor_site.postgresql), whatever offset the server writes them with."""
+    import datetime
+
+    import psycopg
+    from psycopg.pq import Format
+
+    oid = psycopg.adapters.types["timestamptz"].oid
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT '2020-01-01 10:00:00.123456+05'::timestamptz, NULL::timestamptz")
+        read, missing = cursor.fetchone()
+        loader = cursor.cursor.adapters.get_loader(oid, Format.TEXT)
+    assert read == datetime.datetime(2020, 1, 1, 5, 0, 0, 123456, tzinfo=datetime.UTC)
+    assert read.tzinfo is datetime.UTC and missing is None
+    assert type(loader(oid, cursor.cursor)) is psycopg.adapters.get_loader(oid, Format.TEXT)
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("locked_first", [True, False], ids=["after-a-lock", "alone"])
 def test_a_guarded_write_that_writes_no_row_undoes_its_whole_transaction(people_tx, locked_first):
