@@ -29,18 +29,18 @@ def check_connection(conn: Any) -> None:
 
 
 class _UtcTimestamptzLoader:
-    """psycopg's own timestamptz loader (its C one, where installed), for a connection whose
-    time zone is UTC: it gives the same aware datetimes in UTC as Django's, a subclass of
-    the pure-Python loader that parses every value in Python (a few percent of a run's
-    cycle). The C class takes no subclass; this one makes its loaders and names the time
-    zone, which Django's cursors compare with their own."""
+    """Makes psycopg's own timestamptz loader (its C one, where installed), for a connection
+    whose time zone is UTC. Django's loader subclasses psycopg's pure-Python one and parses
+    every value in Python; psycopg's gives the same aware datetimes in UTC. Its C class takes
+    no subclass, so this class makes its loaders and names the time zone that Django's
+    cursors compare with their own."""
 
     format = Format.TEXT
     timezone = UTC
-    psycopgs = psycopg.adapters.get_loader(psycopg.adapters.types["timestamptz"].oid, Format.TEXT)
+    made = psycopg.adapters.get_loader(psycopg.adapters.types["timestamptz"].oid, Format.TEXT)
 
     def __new__(cls, oid: int, context: Any = None) -> Any:
-        return cls.psycopgs(oid, context)  # type: ignore[misc]
+        return cls.made(oid, context)  # type: ignore[misc]
 
 
 @cache

@@ -95,10 +95,10 @@ class _Batch:
         self.settles: list[Statement] = []
         self.asks: list[Ask] = []
 
-    def holds(self, conn: BaseDatabaseWrapper) -> bool:
-        """Whether an event written now belongs here: same connection, and not inside a
-        savepoint that could still roll back without the rest (such events go at once)."""
-        return conn is self.conn and len(conn.atomic_blocks) == self.depth
+    def holds(self) -> bool:
+        """Whether a write made now on this thread belongs here: not inside a savepoint
+        that could still roll back without the rest (such writes go at once)."""
+        return len(self.conn.atomic_blocks) == self.depth
 
     def flush(self, *, last: bool = False) -> None:
         rows, self.rows = self.rows, {}
@@ -139,8 +139,8 @@ def at_end(table: Rows, row: Model) -> None:
     """Write the row (insert it, or update what changed) at the end of this service
     transaction, with its events (at once outside `atomic()`): a later write of the same row
     in the transaction takes the change along, and this one finds nothing left to write."""
-    conn, batch = _current()
-    if batch is not None and batch.holds(conn):
+    conn, batch = _holding()
+    if batch is not None:
         batch.rows.setdefault(id(row), (table, row))
     else:
         _send(conn, [statement] if (statement := table.written(row)) is not None else [])
@@ -151,8 +151,8 @@ def guard_at_end(table: Rows, row: Model, condition: tuple[str, list[object]], r
     meets `condition` (SQL over its table's columns, and its parameters): a row read before
     the transaction, not locked in it. If it no longer does, `refused` is raised and nothing
     of the transaction lands (`Rows.written_if`)."""
-    conn, batch = _current()
-    assert batch is not None and batch.holds(conn), "a guarded row is written at the end of a service transaction"
+    _, batch = _holding()
+    assert batch is not None, "a guarded row is written at the end of a service transaction"
     batch.rows.setdefault(id(row), (table, row))
     batch.guards[id(row)] = (condition, refused)
 
@@ -161,8 +161,8 @@ def settle_at_end(statement: Statement) -> None:
     """Send a guarded write (`Rows.settling`) at the end of this service transaction, with
     its events (at once outside `atomic()`): the row lock its caller holds already decided
     it, and the guard stands behind that; if it writes no row, the transaction rolls back."""
-    conn, batch = _current()
-    if batch is not None and batch.holds(conn):
+    conn, batch = _holding()
+    if batch is not None:
         batch.settles.append(statement)
     else:
         _send(conn, [statement])
@@ -183,20 +183,25 @@ def ask_at_end(sql: str, params: list[object], answer: Callable[[object], None])
     elsewhere its cursor's bump), where it sees what was committed before it. `answer` gets
     the value once that statement ran (the transaction may still roll back after it); a
     transaction that writes no event leaves it unasked, and `answer` is never called."""
-    conn, batch = _current()
-    if batch is not None and batch.holds(conn):
+    _, batch = _holding()
+    if batch is not None:
         batch.asks.append(Ask(sql, params, answer))
 
 
 def _current() -> tuple[BaseDatabaseWrapper, _Batch | None]:
-    """The connection a write made now goes on, and the service transaction of that
-    connection, if any (a write belongs to its end when `holds` says so). A transaction of
-    this thread has its connection at hand: looking it up through Django's handler, a few
-    times per write, cost more than the check."""
+    """The connection a write made now goes on, and this thread's service transaction, if
+    any. That transaction has the connection at hand: looking it up through Django's
+    handler, a few times per write, cost more than the check."""
     batch = _batch.get()
     if batch is not None and batch.thread == threading.get_ident():
         return batch.conn, batch
     return transaction.get_connection(), None
+
+
+def _holding() -> tuple[BaseDatabaseWrapper, _Batch | None]:
+    """`_current`, the transaction only where a write made now belongs to its end."""
+    conn, batch = _current()
+    return conn, batch if batch is not None and batch.holds() else None
 
 
 @dataclass(slots=True)
@@ -245,7 +250,7 @@ def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = 
         stored["_pause"] = pause.pk
         stored["_token_keys"] = [k for k in held if k in payload]
     event = Written(run=run, type=type, payload=stored, pause=pause, occurred_at=timezone.now())
-    if batch is not None and batch.holds(conn):
+    if batch is not None and batch.holds():
         batch.events.append(event)
     else:
         if batch is not None:

@@ -250,8 +250,9 @@ class Rows(Generic[M]):
             if field is counted:  # its slot is the subquery over the rows it counts after
                 params += self._where_params(conn, {name: getattr(row, self._field(name).attname) for name in within})
             else:
-                param, known = _param_and_kept(conn, field, field.pre_save(row, True))
-                params.append(param)
+                python = field.pre_save(row, True)
+                known = _kept(field, python)
+                params.append(_param(conn, field, python, known))
                 kept.append((field.attname, known))
         condition, condition_params = only_if or ("", [])
         assert not (condition and (returning or counted)), "a guarded insert returns nothing of its own"
@@ -439,16 +440,11 @@ class Rows(Generic[M]):
                 *([other._where_sql(conn, list(beside.where))] if beside.where else []),
             ]
             first = f"SELECT {other_table}.{other_pk} FROM {other_table} WHERE {' AND '.join(conditions)}"
-            if beside.order:
-                column = quote(other._field(beside.order.lstrip("-")).column)
-                first += f" ORDER BY {other_table}.{column}{' DESC' if beside.order.startswith('-') else ''}"
+            first += other._order_sql(conn, beside.order)
             columns += other.columns(conn, "beside")
             joins += f" LEFT JOIN {other_table} AS beside ON beside.{other_pk} = ({first} LIMIT 1)"
         sql = f"SELECT {', '.join(columns)} FROM {quote(table)}{joins} WHERE {self._where_sql(conn, where)}"
-        if order:
-            column = self._field(order.lstrip("-")).column
-            sql += f" ORDER BY {quote(table)}.{quote(column)}{' DESC' if order.startswith('-') else ''}"
-        sql += " LIMIT 1"
+        sql += self._order_sql(conn, order) + " LIMIT 1"
         if lock and conn.features.has_select_for_update:
             strength = "NO KEY UPDATE" if conn.features.has_select_for_no_key_update else "UPDATE"
             sql += f" FOR {strength} OF {quote(table)}"
@@ -491,6 +487,14 @@ class Rows(Generic[M]):
         quote = conn.ops.quote_name
         assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
         return f"UPDATE {quote(self.meta.db_table)} SET {assignments} WHERE {self._where_sql(conn, where)}"
+
+    def _order_sql(self, conn: BaseDatabaseWrapper, order: str) -> str:
+        """ORDER BY a column of this table ("-name": descending), or nothing for no order."""
+        if not order:
+            return ""
+        quote = conn.ops.quote_name
+        column = quote(self._field(order.lstrip("-")).column)
+        return f" ORDER BY {quote(self.meta.db_table)}.{column}{' DESC' if order.startswith('-') else ''}"
 
     def _where_sql(self, conn: BaseDatabaseWrapper, names: list[str]) -> str:
         quote, table = conn.ops.quote_name, self.meta.db_table
@@ -558,12 +562,6 @@ def _kept(field: models.Field, python: object) -> object:
     if isinstance(field, models.JSONField):
         return json.dumps(python, cls=field.encoder)
     return python
-
-
-def _param_and_kept(conn: BaseDatabaseWrapper, field: models.Field, python: object) -> tuple[object, object]:
-    """A column's parameter and `_kept` of its value."""
-    kept = _kept(field, python)
-    return _param(conn, field, python, kept), kept
 
 
 def _param(conn: BaseDatabaseWrapper, field: models.Field, python: object, kept: object) -> object:
