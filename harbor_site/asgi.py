@@ -92,9 +92,8 @@ _request_threads = RequestThreads(settings.HARBOR_REQUEST_THREADS)  # every othe
 
 
 async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
-    if events._server_loop is None:
+    if events.bind_server_loop(asyncio.get_running_loop()):
         # The first connection tells us the server's loop; the embedded runtime starts then.
-        events.bind_server_loop(asyncio.get_running_loop())
         keep_wal_open()  # SQLite: requests closing the last connection would rebuild the log each time
         start_local_runtime()
     if scope["type"] == "http":

@@ -15,6 +15,7 @@ from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from psycopg_pool import ConnectionPool
 
 from harbor_site.owner_files import write_once
 
@@ -118,7 +119,7 @@ CHANNEL_GROUP_EXPIRY_SECONDS = 120
 if EMBEDDED:
     DATABASES = {
         "default": {
-            "ENGINE": "harbor_site.sqlite",  # Django's, with the per-statement conversions made cheap
+            "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.environ.get("HARBOR_SQLITE_PATH", str(VAR_DIR / "harbor.sqlite3")),
             # A file test database, so a second process (a worker) can see it; one per
             # test session, inherited by the processes that session starts.
@@ -140,19 +141,17 @@ else:
     # A connection pool per process (psycopg's), not persistent connections: under ASGI each
     # request runs on a thread of its own, and CONN_MAX_AGE would leave one idle connection
     # behind per thread. The pool bounds what one process holds.
-    # Checked as the pool hands it out (one empty query): a connection the server dropped
-    # meanwhile (its restart, a failover, an idle timeout on the way) is replaced, not
-    # handed to a request or a step (harbor_site/postgresql: all at once).
-    DATABASES = {"default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True))}
-    DATABASES["default"]["ENGINE"] = "harbor_site.postgresql"
+    # Checked as the pool hands it out (psycopg_pool's own check, one empty query): a
+    # connection the server dropped meanwhile (its restart, a failover, an idle timeout on the
+    # way) is replaced, not handed to a request or a step.
+    DATABASES = {"default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0))}
+    DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": int(os.environ.get("HARBOR_DB_POOL_MIN", "1")),
         "max_size": int(os.environ.get("HARBOR_DB_POOL_MAX", "20")),
         "timeout": float(os.environ.get("HARBOR_DB_POOL_TIMEOUT", "10")),
+        "check": ConnectionPool.check_connection,
     }
-    # Parameters bound by the server, so the run loop's few statements can be prepared and
-    # planned once per connection (runs.domain.rows.prepared_cursor); nothing else is.
-    DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
     # The live streams listen on Redis pub/sub (runs.domain.pubsub): a commit's push is one
     # PUBLISH, and a process that dies leaves no membership behind.
     HARBOR_LIVE_REDIS_URL = REDIS_URL
@@ -322,15 +321,12 @@ HARBOR_TRUSTED_PROXIES = [p for p in os.environ.get("HARBOR_TRUSTED_PROXIES", ""
 # "thread": advance runs on threads in this process (embedded); "celery": enqueue Celery
 # tasks (production); "manual": nothing runs until a caller drives the runtime (tests).
 HARBOR_EXECUTOR = os.environ.get("HARBOR_EXECUTOR", "thread" if EMBEDDED else "celery")
-# With the "thread" or "manual" executor, a decision hands its run to this process's workers
-# in its own commit (runs.runtime.handoff); "0" leaves it to a look (a process that drains nothing).
-HARBOR_HANDOFF = os.environ.get("HARBOR_HANDOFF", "1") == "1"
 # Threads that run requests' sync code, borrowed one per request (harbor_site.request_threads).
 HARBOR_REQUEST_THREADS = int(os.environ.get("HARBOR_REQUEST_THREADS", "20"))
 HARBOR_LOCAL_WORKERS = int(os.environ.get("HARBOR_LOCAL_WORKERS", "4"))
 # A worker's lease on a run; a heartbeat renews it every third while a planner or tool works.
 HARBOR_LEASE_SECONDS = float(os.environ.get("HARBOR_LEASE_SECONDS", "30"))
-# Runs of one tenant advanced at once: the rest of the workers stay free for other tenants.
+# Steps of one tenant's runs in flight at once: the rest of the workers stay free for other tenants.
 HARBOR_TENANT_MAX_RUNNING = int(os.environ.get("HARBOR_TENANT_MAX_RUNNING", max(1, HARBOR_LOCAL_WORKERS - 1)))
 HARBOR_SWEEP_SECONDS = float(os.environ.get("HARBOR_SWEEP_SECONDS", "2"))
 HARBOR_TICK_SECONDS = float(os.environ.get("HARBOR_TICK_SECONDS", "0.5"))

@@ -121,9 +121,11 @@ class Run(models.Model):
     # Only the lease holder advances the run; an expired lease means its worker died.
     lease_owner = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
-    # When the start made it, not when its row was written at the end of that transaction: a
-    # start that hands the run on has started it by then.
     created_at = models.DateTimeField(default=timezone.now, editable=False)
+    # When the run last became ready for a step (started, decided, or its last step done):
+    # ready runs are taken by priority, then by this, so a run that just had a step waits
+    # behind the others.
+    queued_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -137,7 +139,7 @@ class Run(models.Model):
             # Ready runs in dispatch order, and only those: the dispatcher's look walks it in
             # order and stops at its LIMIT, so the history of ended runs never enters it.
             models.Index(
-                fields=["-priority", "created_at"],
+                fields=["-priority", "queued_at"],
                 condition=Q(status__in=[RunStatus.PENDING, RunStatus.RUNNING]),
                 name="run_ready_order",
             ),
@@ -188,6 +190,8 @@ class SteeringState(models.TextChoices):
 class SteeringInstruction(AppendOnlyModel):
     """Audit of every steering instruction; the run loop applies pending ones in order."""
 
+    # Made by the application, so a request whose answer was lost can look for what it wrote.
+    id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
     # Read by run; the tenant and the actor alone are read by no one (see Run.owner).
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="steering")
@@ -202,7 +206,7 @@ class SteeringInstruction(AppendOnlyModel):
     settled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["id"]
+        ordering = ["created_at", "id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "event_id"], condition=Q(event_id__isnull=False), name="steering_event_id_once"
@@ -218,7 +222,9 @@ class Event(AppendOnlyModel):
 
     # Both keys lead a composite index of Meta (see Run.tenant).
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)
-    sequence = models.BigIntegerField()
+    # Given as the transaction that wrote the event commits (runs.domain.events): no reader
+    # ever sees it empty, hence read as an int.
+    sequence: "models.BigIntegerField[int | None, int]" = models.BigIntegerField(null=True)  # type: ignore[misc]
     type = models.CharField(max_length=64)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events", db_index=False)
     user = models.CharField(max_length=150)
@@ -247,8 +253,11 @@ class ToolCallOutcome(models.TextChoices):
 
 class ToolCall(AppendOnlyModel):
     """The tool-call ledger: one row per execution of a tool body. Exactly-once is checkable:
-    a step has one `completed` row; a second attempt exists only after a `lost` one."""
+    a step has one `completed` row; a second attempt exists only after a `lost` one. The key
+    is made by the worker before it writes the row, and the row is settled by (run, step,
+    attempt): never by an id that came back in an answer that may be lost."""
 
+    id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)  # see Run.owner
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tool_calls", db_index=False)  # see Run.tenant
     step = models.IntegerField()

@@ -4,10 +4,9 @@ import os
 
 import pytest
 
-from runs.domain import events
+from runs.domain import push
 from runs.identity.callers import Caller, caller_resolve
 from runs.models import Role
-from runs.runtime import handoff
 from tests.factories import MembershipFactory, TenantFactory
 
 POSTGRES = os.environ.get("DATABASE_URL", "").startswith("postgres")
@@ -40,16 +39,7 @@ def _manual_runtime(settings):
     # The sign-in lockout needs the request, which the test client's login() does not pass;
     # tests/runs/test_login_security.py turns it on and signs in through the page.
     settings.AXES_ENABLED = False
-    events._push_paused_until = 0.0  # an earlier test's failed push pauses no one else's
-    yield
-    handoff.forget_handed()  # what a test's decisions handed to this process and it never drained
-
-
-@pytest.fixture
-def workers_elsewhere(settings):
-    """Starts and decisions hand no run to this process: a worker elsewhere (a subprocess)
-    takes it, or the test claims it itself."""
-    settings.HARBOR_HANDOFF = False
+    push._push_paused_until = 0.0  # an earlier test's failed push pauses no one else's
 
 
 class People:
@@ -99,7 +89,7 @@ class GatedProbe:
     """A test agent `probe`: calls `launch` (gated, editable) then finishes. Counts how
     often the gated body really ran."""
 
-    def __init__(self, deadline: timedelta | None = None, *, inline: bool = False) -> None:
+    def __init__(self, deadline: timedelta | None = None) -> None:
         self.calls: list[dict] = []
         self._lock = threading.Lock()
         probe = self
@@ -121,7 +111,6 @@ class GatedProbe:
                 description="test",
                 planner=Planner,
                 tools={"launch": Tool("launch", launch, approval="always", editable_args=True, deadline=deadline)},
-                planner_inline=inline,
             )
         )
 

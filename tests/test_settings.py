@@ -28,7 +28,7 @@ def settings_in(env: dict) -> subprocess.CompletedProcess:
 
 def test_no_service_urls_is_the_embedded_default():
     result = settings_in({})
-    assert result.stdout.split() == ["harbor_site.sqlite", "channels.layers.InMemoryChannelLayer", "thread"]
+    assert result.stdout.split() == ["django.db.backends.sqlite3", "channels.layers.InMemoryChannelLayer", "thread"]
 
 
 PRODUCTION = {"DATABASE_URL": "postgres://u@127.0.0.1:5432/harbor", "REDIS_URL": "redis://127.0.0.1:6379/0"}
@@ -36,7 +36,7 @@ PRODUCTION = {"DATABASE_URL": "postgres://u@127.0.0.1:5432/harbor", "REDIS_URL":
 
 def test_service_urls_mean_production():
     result = settings_in({**PRODUCTION, "SECRET_KEY": "x" * 50})
-    assert result.stdout.split() == ["harbor_site.postgresql", "channels_redis.core.RedisChannelLayer", "celery"]
+    assert result.stdout.split() == ["django.db.backends.postgresql", "channels_redis.core.RedisChannelLayer", "celery"]
 
 
 @pytest.mark.parametrize("secret", [None, "short", "embedded-default-insecure-key-do-not-use-in-production"])

@@ -3,7 +3,6 @@
 Lock order is always run, then pause. Callers that decide hold the run's row lock."""
 
 import logging
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,15 +22,12 @@ from runs.domain.event_types import (
     PauseResumed,
     ToolDecided,
 )
-from runs.domain.rows import Beside, Rows
 from runs.domain.transitions import move, run_cancelled, run_reject
 from runs.identity.callers import Caller
 from runs.identity.visibility import may_decide_pause, may_view_pause
 from runs.models import Run, RunStatus
 
 log = logging.getLogger("harbor.approvals")
-
-PAUSES = Rows(Pause)
 
 DECISION_FOR_METHOD = {"approve": Decision.APPROVE, "reject": Decision.REJECT, "resume": Decision.RESUME}
 GATE_DECISIONS = frozenset({Decision.APPROVE, Decision.REJECT})
@@ -71,7 +67,7 @@ def pause_park(
         handle_keys=handle_keys or {},
         expires_at=now + deadline if deadline else None,
     )
-    events.at_end(PAUSES, pause)  # with the events: what refers to it meanwhile is checked at commit
+    pause.save(force_insert=True)
     move(run, RunStatus.PAUSED, lease_owner="", lease_expires_at=None)
     expires = pause.expires_at.isoformat().replace("+00:00", "Z") if pause.expires_at else None
     events.emit(
@@ -108,22 +104,14 @@ def pause_decide(
     reason: str = "",
     args: object = None,
     input: object = None,
-    locked: bool = True,
-    as_read: tuple[Pause | None] | None = None,
 ) -> Pause:
     """Decide a pause synchronously (approve, reject or resume). The caller holds `run`'s
-    row lock; the pause is locked here and its state re-checked, so of any number of
-    concurrent decisions exactly one lands. The pause is named by its resume token (a
-    program), by its id (the pages, which never hold a token), or is the run's open one.
-    A run that goes on is the caller's to wake (or to hand to a worker). `locked=False`: the
-    run was read, not locked, and its write is guarded (runs.runtime.lease.guard_as_read);
-    the pause is read too, its settle guarded by its state as always; `as_read`: the pause
-    already read beside the run (`pause_beside`)."""
+    row lock; the pause is locked here and its state re-checked, and its settle is guarded by
+    that state, so of any number of concurrent decisions exactly one lands. The pause is named
+    by its resume token (a program), by its id (the pages, which never hold a token), or is
+    the run's open one. A run that goes on is the caller's to wake."""
     decision = DECISION_FOR_METHOD[method]
-    read = PAUSES.lock if locked else PAUSES.get
-    if as_read is not None:
-        read = lambda *_, **__: as_read[0]  # noqa: E731  # read with the run, by the same rule
-    pause = _target_pause(caller=caller, run=run, method=method, token=token, pause_id=pause_id, read=read)
+    pause = _target_pause(caller=caller, run=run, method=method, token=token, pause_id=pause_id)
 
     if not may_decide_pause(caller, pause):
         _refuse(caller, method, pause, "scope_mismatch")
@@ -186,8 +174,7 @@ def pause_decide(
         "input": input,
         "reason": reason or "",
     }
-    # Written as the transaction ends, so a hand-off's claim takes it along: one UPDATE.
-    move(run, RunStatus.RUNNING, checkpoint=checkpoint)
+    move(run, RunStatus.RUNNING, checkpoint=checkpoint, queued_at=timezone.now())
     return pause
 
 
@@ -229,24 +216,10 @@ def pause_cancel_open(*, run: Run, reason: str, cascaded: bool) -> None:
     run_cancelled(run, reason, cascaded)
 
 
-def pause_beside(*, token: object, pause_id: str | None) -> Beside | None:
-    """The pause a decision targets (as `_target_pause` reads it), to be read beside its run
-    in one statement (`pause_decide(as_read=...)`); None for a token that is no string,
-    which is refused before any read."""
+def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None, pause_id: str | None) -> Pause:
+    pauses = Pause.objects.select_for_update(no_key=True).filter(run=run)
     if pause_id is not None:
-        return Beside(PAUSES, "run", {"pk": pause_id})
-    if token is not None:
-        return (
-            Beside(PAUSES, "run", {"token_digest": token_digest(token)}) if isinstance(token, str) and token else None
-        )
-    return Beside(PAUSES, "run", {}, "-created_at")  # the run's newest: _target_pause says why
-
-
-def _target_pause(
-    *, caller: Caller, run: Run, method: str, token: str | None, pause_id: str | None, read: Callable[..., Pause | None]
-) -> Pause:
-    if pause_id is not None:
-        pause = read(pk=pause_id, run=run)
+        pause = pauses.filter(pk=pause_id).first()
         if pause is None:
             raise NotFound(NO_OPEN_PAUSE)
         pause.run = run  # as the related manager would: the run is already at hand
@@ -254,10 +227,10 @@ def _target_pause(
     if token is not None:
         if not isinstance(token, str) or not token:
             raise InvalidRequest("token must be a non-empty string")
-        # Only this run's pauses are read or locked (its run lock held, or its write guarded):
-        # locking another run's pause here would break the lock order (run, then pause).
+        # Only this run's pauses are locked (its run lock held): locking another run's pause
+        # here would break the lock order (run, then pause).
         digest = token_digest(token)
-        pause = read(token_digest=digest, run=run)
+        pause = pauses.filter(token_digest=digest).first()
         if pause is not None:
             pause.run = run
             return pause
@@ -268,7 +241,7 @@ def _target_pause(
     # The run's newest pause: a run parks only while running, so an open pause is its newest.
     # By the run alone, so the plan is the run's few pauses whatever the statistics say (a
     # state filter could walk every pause ever opened, dead index entries included).
-    pause = read("-created_at", run=run)
+    pause = pauses.order_by("-created_at").first()
     if pause is None:
         raise NotFound("the run has no pause")
     pause.run = run  # as the related manager would: the run is already at hand
@@ -316,10 +289,10 @@ def _settle(pause: Pause, decision: str, *, actor: Caller | None, reason: str, d
     }
     if actor is not None:
         fields.update(decided_by=actor.user, decided_session=actor.session)
-    # Written with the transaction's events; the row count decides, whatever the
-    # database's locking does (the transaction rolls back if it wrote nothing).
-    refused = AlreadyResumed("the pause was decided concurrently")
-    events.settle_at_end(PAUSES.settling({"pk": pause.pk, "state": PauseState.PAUSED}, refused, **fields))
+    # Guarded by the state it must still be in: the row count decides, whatever the database's
+    # locking does.
+    if Pause.objects.filter(pk=pause.pk, state=PauseState.PAUSED).settle(**fields) != 1:
+        raise AlreadyResumed("the pause was decided concurrently")
     for name, value in fields.items():
         setattr(pause, name, value)
 

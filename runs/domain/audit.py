@@ -17,7 +17,7 @@ class AppendOnlyQuerySet(models.QuerySet):
     def delete(self) -> NoReturn:
         raise AuditImmutable(f"{self.model.__name__} rows are append-only")
 
-    def _settle(self, **kwargs: Any) -> int:
+    def settle(self, **kwargs: Any) -> int:
         """The one sanctioned write after creation: used by services for a guarded,
         single-shot transition (the filter carries the state it must still be in)."""
         return super().update(**kwargs)

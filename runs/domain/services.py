@@ -5,15 +5,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from django.db import IntegrityError, InterfaceError, OperationalError, connection
+from django.db import IntegrityError
 from django.utils import timezone
 
 from approvals.domain import refusals
-from approvals.domain.services import parked_by_operator, pause_beside, pause_decide, pause_decision_refused
+from approvals.domain.services import parked_by_operator, pause_decide, pause_decision_refused
 from approvals.domain.tokens import token_digest
-from approvals.models import Pause
 from runs.domain import events
-from runs.domain.connection_loss import forget_doubt
 from runs.domain.errors import (
     HarborError,
     IdentityScopeRequired,
@@ -24,9 +22,10 @@ from runs.domain.errors import (
     UnknownMethod,
 )
 from runs.domain.event_types import TaskPrioritised, TaskSpawned
+from runs.domain.ids import new_ulid
 from runs.domain.payload import MAX_STRING, check_bounds
-from runs.domain.rows import INSTRUCTIONS, RUNS
 from runs.domain.steering_payloads import priority_check, steering_payload_clean
+from runs.domain.transitions import save_run
 from runs.identity.callers import Caller
 from runs.identity.scopes import MINIMUM_SCOPE, SCOPE_NAMES, caller_scope, can_view_run
 from runs.identity.visibility import may_decide_pause
@@ -39,10 +38,7 @@ from runs.models import (
     SteeringInstruction,
     SteeringState,
 )
-from runs.runtime.handoff import continue_here
-from runs.runtime.lease import RunMoved, ShareHeld, guard_as_read, lock_checking_share, read_checking_share
-from runs.runtime.loop import first_step
-from runs.runtime.registry import agent_exists, get_agent
+from runs.runtime.registry import agent_exists
 from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now
 from runs.runtime.wake import wake_on_commit
 
@@ -51,16 +47,6 @@ log = logging.getLogger("harbor.runs")
 DEFAULT_PRIORITY = 0
 # Applied inside the request; the others wait for the run's next step boundary.
 IMMEDIATE = frozenset({*DECISION_INSTRUCTIONS, Instruction.PRIORITIZE})
-# Decisions that go on with the run, made on the run and its pause as read (no lock round
-# trips), their writes guarded: one statement on PostgreSQL. Made again under the locks when
-# either moved meanwhile. A rejection, which ends the run and settles what waited for it,
-# takes the locks.
-AS_READ = frozenset({Instruction.APPROVE, Instruction.RESUME})
-
-
-class _StepCrashed(Exception):
-    """A bug past a start or a decision, in the step taken along in its transaction (an
-    inline planner's first step, a hand-off): the service is taken again without it."""
 
 
 def run_start(
@@ -75,9 +61,8 @@ def run_start(
     run_id: str | None = None,
 ) -> tuple[Run, bool]:
     """Start a run for the caller. An idempotency key already used by the same
-    (tenant, user, session) returns that run with reused=True. A run of an inline planner
-    takes its first step in this transaction (it may come back parked or ended).
-    `run_id`: the id the new run gets (a request chooses it once; answered again after a lost
+    (tenant, user, session) returns that run with reused=True; a worker takes its first step
+    once it commits. `run_id`: the id the new run gets (a request chooses it once; answered again after a lost
     connection, it finds the run it made: selectors.run_started_by)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidRequest("query must be a non-empty string")
@@ -101,9 +86,7 @@ def run_start(
     if parent_run is not None and not isinstance(parent_run, str):
         raise NotFound("parent_run is unknown or terminal")
 
-    inline = get_agent(agent_id).planner_inline
-
-    def create(steps_here: bool, hand_off: bool = True) -> Run:
+    try:
         with events.atomic():
             parent = None
             if parent_run is not None:
@@ -121,44 +104,14 @@ def run_start(
                 cancel_policy=cancel_policy,
                 idempotency_key=idempotency_key,
                 checkpoint={"query": query, "step": 0, "history": []},
-                **({"status": RunStatus.RUNNING, "started_at": timezone.now()} if inline and steps_here else {}),
             )
-            # Inserted once, as the first step (if any) leaves it, when the transaction ends;
-            # what refers to it meanwhile (a pause) is checked against it at commit.
-            events.at_end(RUNS, run)
+            run.save(force_insert=True)
             events.emit(
                 run=run,
                 type=events.TASK_SPAWNED,
                 payload=TaskSpawned(TaskID=run.pk, Priority=priority, ParentTaskID=parent.pk if parent else None),
             )
-            if not steps_here:
-                wake_on_commit()
-                return run
-            try:
-                if inline:  # rules, not a model: the run goes as far as they go before this commits
-                    first_step(run)
-                if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
-                    if hand_off:
-                        continue_here(run)  # its lease taken for a worker of this process, or the workers woken
-                    else:
-                        wake_on_commit()
-            except (OperationalError, InterfaceError):
-                raise  # the database's failure (a lost connection), not a bug of the step
-            except Exception as error:
-                raise _StepCrashed from error
-        return run
-
-    try:
-        try:
-            try:
-                run = create(True)
-            except ShareHeld:  # its tenant held its share of workers: the run is left to a look
-                run = create(True, hand_off=False)
-        except _StepCrashed:
-            # A bug past the planner (whose errors fail the run): the start still stands,
-            # and the worker that claims the run fails it loudly, as any crash of a step.
-            log.exception("run start: the first step crashed; the run is left to a worker")
-            run = create(False)
+            wake_on_commit()
     except IntegrityError:
         # The same key raced in from another request of this identity: theirs won.
         existing = Run.objects.filter(**identity, idempotency_key=idempotency_key).first()
@@ -183,11 +136,14 @@ def steering_submit(
     event_id: str | None = None,
     requested_scope: str | None = None,
     pause_id: str | None = None,
+    instruction_id: str | None = None,
 ) -> SteeringReceipt:
     """Submit one of the nine steering instructions. Decisions and prioritize apply at once;
     the rest wait for the run's next step boundary (or apply at once to a parked or queued
     run where that is their whole effect, such as cancel). A decision from a page names its
-    pause by `pause_id`; a program's names it by the token in its payload."""
+    pause by `pause_id`; a program's names it by the token in its payload. `instruction_id`:
+    the id its audit row gets (a request chooses it once: after a lost connection it looks
+    for it, `steering_landed`)."""
     if method not in Instruction.values:
         raise UnknownMethod(f"unknown steering method {method!r}; the nine are {', '.join(Instruction.values)}")
     payload = {} if payload is None else payload
@@ -200,58 +156,41 @@ def steering_submit(
         raise InvalidRequest(f"scope must be one of {', '.join(SCOPE_NAMES)}")
     clean = steering_payload_clean(method, payload)
 
-    submit = partial(
-        _submit_locked,
-        caller=caller,
-        run_id=run_id,
-        method=method,
-        payload=clean,
-        event_id=event_id,
-        requested_scope=requested_scope,
-        pause_id=pause_id,
-    )
     with refusals.collecting():
         try:
-            try:
-                if method in AS_READ:
-                    try:
-                        with events.atomic():
-                            return submit(hand_off=True, locked=False)
-                    except RunMoved:  # the run moved after it was read: made again under its lock
-                        pass
-                with events.atomic():
-                    return submit(hand_off=True)
-            except _StepCrashed:
-                # A bug past the decision (opening the call): the decision still stands, and
-                # the worker that claims the run fails it loudly, as any crash of a step.
-                log.exception("steering: handing the decided run on crashed; it is left to a worker")
-                with events.atomic():
-                    return submit(hand_off=False)
+            with events.atomic():
+                return _submit_locked(
+                    caller=caller,
+                    run_id=run_id,
+                    method=method,
+                    payload=clean,
+                    event_id=event_id,
+                    requested_scope=requested_scope,
+                    pause_id=pause_id,
+                    instruction_id=instruction_id or new_ulid(),
+                )
         except HarborError as error:
-            try:
-                _narrate_rejection(caller, run_id, method, error)
-            except (OperationalError, InterfaceError) as lost:
-                # The refusal stands: a narration whose connection was lost (its COMMIT in
-                # doubt) must not be taken for the control's own outcome, answered as applied.
-                log.warning("steering: the refusal of %s on run %s was not narrated (%s)", method, run_id, lost)
-                forget_doubt()
-                connection.close()
+            _narrate_rejection(caller, run_id, method, error)
             raise
 
 
-def _read_run(
-    caller: Caller, run_id: str, method: str, payload: dict[str, Any], pause_id: str | None, locked: bool
-) -> tuple[Run | None, tuple[Pause | None] | None]:
-    """The run a control names, under its lock or (`locked=False`) as read; a decision's
-    with its tenant's share of workers (it may hand the run to a worker: claim_along), and
-    one made as read with its pause, read beside it in the same statement."""
-    if method not in DECISION_INSTRUCTIONS:
-        return RUNS.lock(pk=run_id, tenant=caller.tenant), None
-    beside = None if locked else pause_beside(token=payload.get("token"), pause_id=pause_id)
-    if beside is None:
-        return lock_checking_share(lock=locked, pk=run_id, tenant=caller.tenant), None
-    run, pause = read_checking_share(beside, pk=run_id, tenant=caller.tenant) or (None, None)
-    return run, (pause,)
+def steering_landed(*, caller: Caller, run_id: str, instruction_id: str) -> bool:
+    """Whether the steering instruction a request made landed (its answer was lost): read
+    under the run's lock, which waits out a commit still on its way."""
+    with events.atomic():
+        return (
+            _locked_run(caller, run_id) is not None and SteeringInstruction.objects.filter(pk=instruction_id).exists()
+        )
+
+
+def _locked_run(caller: Caller, run_id: str) -> Run | None:
+    """The run a control names, in the caller's tenant, under its row lock."""
+    return (
+        Run.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("tenant", "owner")
+        .filter(pk=run_id, tenant=caller.tenant)
+        .first()
+    )
 
 
 def _submit_locked(
@@ -263,17 +202,12 @@ def _submit_locked(
     event_id: str | None,
     requested_scope: str | None,
     pause_id: str | None,
-    hand_off: bool,
-    locked: bool = True,
+    instruction_id: str,
 ) -> SteeringReceipt:
     refused = partial(_refused, caller=caller, method=method, token=payload.get("token"), pause_id=pause_id)
-    run, as_read = (
-        _read_run(caller, run_id, method, payload, pause_id, locked) if isinstance(run_id, str) else (None, None)
-    )
+    run = _locked_run(caller, run_id) if isinstance(run_id, str) else None
     if run is None or not can_view_run(caller, run):
         raise refused(NotFound("no such run"))
-    if not locked:
-        guard_as_read(run)
     scope = caller_scope(caller, run)
     if requested_scope is not None:
         if scope < SCOPE_NAMES[requested_scope]:
@@ -310,8 +244,6 @@ def _submit_locked(
             reason=payload.get("reason", ""),
             args=payload.get("args"),
             input=payload.get("input"),
-            locked=locked,
-            as_read=as_read,
         )
         if _sealed(decided.decision_input):  # a credential: its audit keeps it sealed too
             payload = {**payload, "input": events.SEALED}
@@ -324,28 +256,15 @@ def _submit_locked(
         if method == Instruction.CANCEL and payload.get("hard"):
             fields["hard_cancel"] = True
         Run.objects.filter(pk=run.pk).update(**fields)
-        return SteeringReceipt(_instruction(caller, run, method, payload, event_id), replayed=False)
+        return SteeringReceipt(_instruction(caller, run, instruction_id, method, payload, event_id), replayed=False)
     # Applied at once: the audit row is written settled.
-    instruction = _instruction(caller, run, method, payload, event_id, applied=True)
+    instruction = _instruction(caller, run, instruction_id, method, payload, event_id, applied=True)
     narrate_control(run, events.CONTROL_APPLIED, method, SteeringState.APPLIED)
     if cancel_now:
         run_cancel_now(run, reason=f"cancelled by {caller.user.username}", cascaded=False)
     elif method in DECISION_INSTRUCTIONS and run.status == RunStatus.RUNNING:
-        _go_on(run, hand_off)
+        wake_on_commit()  # the decided run goes on: a worker takes its next step
     return SteeringReceipt(instruction, replayed=False)
-
-
-def _go_on(run: Run, hand_off: bool) -> None:
-    """The decided run goes on: handed to a worker of this process, or woken."""
-    if not hand_off:
-        wake_on_commit()
-        return
-    try:
-        continue_here(run)
-    except (OperationalError, InterfaceError):
-        raise  # the database's failure (a lost connection), not a bug of the step
-    except Exception as error:
-        raise _StepCrashed from error
 
 
 def _audited(payload: dict[str, Any]) -> dict[str, Any]:
@@ -375,10 +294,18 @@ def _refused(error: HarborError, *, caller: Caller, method: str, token: object, 
 
 
 def _instruction(
-    caller: Caller, run: Run, method: str, payload: dict[str, Any], event_id: str | None, *, applied: bool = False
+    caller: Caller,
+    run: Run,
+    instruction_id: str,
+    method: str,
+    payload: dict[str, Any],
+    event_id: str | None,
+    *,
+    applied: bool = False,
 ) -> SteeringInstruction:
     now = timezone.now()
     instruction = SteeringInstruction(
+        id=instruction_id,
         tenant=caller.tenant,
         run=run,
         instruction=method,
@@ -390,7 +317,7 @@ def _instruction(
         created_at=now,
         settled_at=now if applied else None,
     )
-    events.at_end(INSTRUCTIONS, instruction)  # its id comes back with the transaction's events
+    instruction.save(force_insert=True)
     return instruction
 
 
@@ -410,7 +337,7 @@ def _holds_decide_permission(caller: Caller, run: Run, token: str | None, pause_
 def _apply_prioritize(run: Run, priority: int) -> None:
     prior = run.priority
     run.priority = priority
-    run.save(update_fields=["priority", "updated_at"])
+    save_run(run)
     events.emit(
         run=run,
         type=events.TASK_PRIORITISED,
@@ -428,7 +355,7 @@ def _narrate_rejection(caller: Caller, run_id: object, method: str, error: Harbo
     with events.atomic():
         # Run lock first, as everywhere: writing an event for a run while another
         # transaction holds that run would otherwise deadlock on the tenant's cursor.
-        run = Run.objects.select_for_update(no_key=True).filter(pk=run_id, tenant=caller.tenant).first()
+        run = _locked_run(caller, run_id)
         if run is None or not can_view_run(caller, run):
             return
         narrate_control(run, events.CONTROL_RECEIVED, method, "received")

@@ -137,7 +137,7 @@ def read_after_shared(
 def push_shown(
     item: dict, *, viewer: Viewer, run_id: str | None = None, types: frozenset[str] | None = None
 ) -> bool | None:
-    """Whether a stream receives a pushed event (events._published) and, if it does, whether
+    """Whether a stream receives a pushed event (push._published) and, if it does, whether
     with its resume token: the visibility rule on the inputs the push carries (the run's
     owner, the pausing identity), no database read. None: the stream does not receive it."""
     envelope = item["envelope"]
@@ -182,7 +182,7 @@ def listening_on(layer: BaseChannelLayer) -> Layer:
 
 class Hub:
     """This process's one channel in the layer and its group memberships, on behalf of
-    every stream (`Tail`) of the process: a message names its group (events._push), and
+    every stream (`Tail`) of the process: a message names its group (push.push), and
     goes to that group's streams here, in the order the layer delivered it."""
 
     JOIN_TIMEOUT = 2.0

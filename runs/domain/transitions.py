@@ -10,7 +10,6 @@ from django.utils import timezone
 from runs.domain import events
 from runs.domain.errors import HarborError
 from runs.domain.event_types import Control, TaskCancelled, TaskCompleted, TaskFailed
-from runs.domain.rows import RUNS
 from runs.models import (
     RUN_TRANSITIONS,
     TERMINAL_RUN_STATUSES,
@@ -29,9 +28,36 @@ class IllegalTransition(HarborError):
     code = "runtime_error"
 
 
+# What the services and the runtime change on a run, under its row lock; its identity
+# (tenant, owner, session, agent, parent, created_at) never changes.
+RUN_STATE = [
+    "status",
+    "goal",
+    "priority",
+    "context",
+    "messages",
+    "checkpoint",
+    "answer",
+    "failure_code",
+    "failure_message",
+    "steering_pending",
+    "hard_cancel",
+    "lease_owner",
+    "lease_expires_at",
+    "queued_at",
+    "started_at",
+    "finished_at",
+    "updated_at",
+]
+
+
+def save_run(run: Run) -> None:
+    """Write the run's state as the caller (holding its row lock) left it."""
+    run.save(update_fields=RUN_STATE)
+
+
 def move(run: Run, to: str, **fields: object) -> None:
-    """Change the run's status (and `fields`), written when its transaction ends, with its
-    events (a write of the row before that, such as a claim, takes the change along)."""
+    """Change the run's status (and `fields`), and write it."""
     if to not in RUN_TRANSITIONS[run.status]:
         raise IllegalTransition(f"run {run.pk} cannot go from {run.status} to {to}")
     run.status = to
@@ -49,7 +75,7 @@ def move(run: Run, to: str, **fields: object) -> None:
         transaction.on_commit(partial(handles.release_run, run.pk))
     for name, value in fields.items():
         setattr(run, name, value)
-    events.at_end(RUNS, run)
+    save_run(run)
 
 
 def _reject_waiting_steering(run: Run, status: str) -> None:
@@ -58,7 +84,7 @@ def _reject_waiting_steering(run: Run, status: str) -> None:
     waiting = SteeringInstruction.objects.filter(run=run, state=SteeringState.PENDING)
     methods = list(waiting.order_by("pk").values_list("instruction", flat=True))
     why = f"the run is {status}"
-    waiting._settle(state=SteeringState.REJECTED, outcome=why, settled_at=timezone.now())
+    waiting.settle(state=SteeringState.REJECTED, outcome=why, settled_at=timezone.now())
     for method in methods:
         payload = Control(Type=method.upper(), Outcome=SteeringState.REJECTED, Err=why)
         events.emit(run=run, type=events.CONTROL_REJECTED, payload=payload)

@@ -17,11 +17,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.db import IntegrityError, transaction
-from django.db.models import Field, Model
 from django.http import HttpRequest
 
 from runs.domain.errors import AuthRejected, IdentityRequired
-from runs.domain.rows import Rows, prepared_cursor
 from runs.identity.names import NAMESPACE_SEPARATOR, name_normalise
 from runs.identity.permissions import membership_grant
 from runs.models import Membership, Role, Tenant
@@ -103,41 +101,15 @@ def caller_resolve(
     return _resolve_newcomer(tenant, username, identity, provision=provision)
 
 
-_TENANTS, _USERS = Rows(Tenant), Rows(User)
-_MEMBER_SQL: dict[str, str] = {}
-
-
 def _active_member(tenant: str, username: str) -> tuple[Tenant, User, str] | None:
     """The usual case, an active member, in one statement: the tenant, the person and the
-    role. Every authenticated request starts here, so it is written out once (runs.domain.rows)
-    rather than compiled by the ORM each time: 0.12 ms against 0.8 ms."""
-    conn = transaction.get_connection()
-    sql = _MEMBER_SQL.get(conn.vendor)
-    if sql is None:
-        quote = conn.ops.quote_name
-
-        def column(model: type[Model], name: str) -> str:
-            field = model._meta.get_field(name)
-            assert isinstance(field, Field)
-            return quote(field.column)
-
-        columns = ", ".join(
-            ["m." + column(Membership, "role"), *_TENANTS.columns(conn, "t"), *_USERS.columns(conn, "u")]
-        )
-        sql = _MEMBER_SQL[conn.vendor] = (
-            f"SELECT {columns} FROM {quote(Membership._meta.db_table)} m"
-            f" JOIN {quote(Tenant._meta.db_table)} t ON t.{column(Tenant, 'id')} = m.{column(Membership, 'tenant')}"
-            f" JOIN {quote(User._meta.db_table)} u ON u.{column(User, 'id')} = m.{column(Membership, 'user')}"
-            f" WHERE t.{column(Tenant, 'slug')} = %s AND u.{column(User, 'username')} = %s"
-            f" AND u.{column(User, 'is_active')} = %s"
-        )
-    with prepared_cursor(conn) as cursor:  # planned once per connection
-        cursor.execute(sql, [tenant, username, True])
-        found = cursor.fetchone()
-    if found is None:
-        return None
-    split = 1 + len(_TENANTS.fields)
-    return _TENANTS.built(conn, found[1:split]), _USERS.built(conn, found[split:]), found[0]
+    role."""
+    member = (
+        Membership.objects.select_related("tenant", "user")
+        .filter(tenant__slug=tenant, user__username=username, user__is_active=True)
+        .first()
+    )
+    return None if member is None else (member.tenant, member.user, member.role)
 
 
 class _Identity(TypedDict):

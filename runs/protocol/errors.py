@@ -79,7 +79,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     if isinstance(exc, (drf.PermissionDenied, DjangoPermissionDenied)):
         return error_response("scope_mismatch", "permission denied")
     if was_lost(exc):
-        message = lost_connection.lost_message()
+        message = lost_connection.MESSAGE
         lost_connection.reconnect()
         log.warning("answering %s: %s", _path(context), message)
         return error_response("runtime_error", message, headers={"Retry-After": "1"})

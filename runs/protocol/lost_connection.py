@@ -1,53 +1,30 @@
 """A /v1/ request whose database connection was lost mid-way (a server restart, a failover, a
-killed backend) is answered again, once, on a new connection: nothing it did was committed,
-so the second answer is the only one. When the loss came during its COMMIT, the server may
-have committed before the connection went. A request that applies once however often it is
-answered is answered again: a read; a start, which chose its run's id before its first
-answer and looks for that run before making one; a control with an `event_id` (PROTOCOL
-§2). Any other asks PostgreSQL what became of its transaction (runs.domain.connection_loss):
-aborted, it is answered again; committed, it is answered as applied, and what the commit
-would have set off (a worker woken, live pushes) runs then. A transaction still in progress
-(a server that has not noticed the loss yet) or whose id never came back is answered
-`runtime_error`, saying it may have taken effect."""
+killed backend). Lost before its COMMIT, nothing of it landed; lost during it, it may have. The
+request reads back what it wrote, on a new connection (`ProtocolView.landed`: a start's run, a
+control's steering instruction, by the ids chosen before the first try): found, it is answered
+as applied; not found, it is answered again, once. A second loss answers `runtime_error` with
+Retry-After: a control sent again with its `event_id` applies once."""
 
 from django.db import connection
 
-from runs.domain.connection_loss import commit_in_doubt, forget_doubt, was_lost, what_landed
+from runs.domain.connection_loss import was_lost
 
 
 class AnswerAgain(Exception):
     """Raised out of a view's error handling to have the request answered again."""
 
 
-class Outcome:
-    ANSWER_AGAIN = "answer again"  # nothing of it was committed, or answering it twice applies it once
-    LANDED = "landed"  # its COMMIT was applied after all: answer it as applied
-
-
-def after_loss(error: BaseException, *, replayable: bool) -> str | None:
-    """What to do with a request that `error` interrupted, if it lost its connection: an
-    Outcome, or None to answer the error. `replayable`: answering the request twice applies
-    it once."""
-    if not was_lost(error) or connection.in_atomic_block:
-        return None
-    if replayable:
-        return Outcome.ANSWER_AGAIN
-    landed = what_landed()
-    if landed == "aborted":
-        return Outcome.ANSWER_AGAIN
-    return Outcome.LANDED if landed == "committed" else None
+def lost(error: BaseException) -> bool:
+    """Whether `error` is this request's connection lost outside any transaction of its own."""
+    return was_lost(error) and not connection.in_atomic_block
 
 
 def reconnect() -> None:
     """Let the next query take a new connection (the pool discards the lost one)."""
     connection.close()
-    forget_doubt()
 
 
-def lost_message() -> str:
-    if commit_in_doubt():
-        return (
-            "the database connection was lost while this request committed: it may have taken effect. "
-            "A control with an event_id applies once however often it is sent"
-        )
-    return "the database connection was lost; try again"
+MESSAGE = (
+    "the database connection was lost twice while answering; it may have taken effect: "
+    "send it again (a control with the same event_id applies once)"
+)

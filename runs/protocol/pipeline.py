@@ -4,6 +4,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError
 from django.http import HttpRequest
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions as drf
@@ -16,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
-from runs.domain.connection_loss import forget_doubt
+from runs.domain.connection_loss import once_more_if_lost
 from runs.domain.errors import (
     IdentityRequired,
     InvalidRequest,
@@ -135,32 +136,28 @@ class ProtocolView(APIView):
         return exception_handler
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-        forget_doubt()  # no earlier request's doubt is this one's
         self.answered_again = False
         try:
             return super().dispatch(request, *args, **kwargs)
         except lost_connection.AnswerAgain:
-            lost_connection.reconnect()
             self.answered_again = True  # once: a second loss is answered as an error
             return super().dispatch(request, *args, **kwargs)
 
-    def replayable(self) -> bool:
-        """Answering this request twice applies it once (runs.protocol.lost_connection)."""
-        return False
-
     def landed(self) -> Response | None:
-        """The answer of a request whose COMMIT was in doubt and had been applied (only a
-        request that is not `replayable` asks); None: the error is answered, as when what
-        became of the COMMIT is unknown."""
+        """After a lost connection, the answer of this request if what it wrote is found
+        (runs.protocol.lost_connection); None: nothing of it landed."""
         return None
 
     def handle_exception(self, exc: Exception) -> Response:
-        if not self.answered_again:
-            outcome = lost_connection.after_loss(exc, replayable=self.replayable())
-            if outcome == lost_connection.Outcome.ANSWER_AGAIN:
-                raise lost_connection.AnswerAgain from exc
-            if outcome == lost_connection.Outcome.LANDED and (answer := self.landed()) is not None:
+        if not self.answered_again and lost_connection.lost(exc):
+            lost_connection.reconnect()
+            try:
+                answer = once_more_if_lost(self.landed)
+            except DatabaseError:  # the database is still out of reach: the error is answered
+                return super().handle_exception(exc)
+            if answer is not None:
                 return answer
+            raise lost_connection.AnswerAgain from exc
         return super().handle_exception(exc)
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:

@@ -3,25 +3,15 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db.models import Case, Count, Q, Sum, When
 from django.utils import timezone
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from approvals.models import DecisionRefusal
-from runs.domain.rows import prepared_cursor
 from runs.identity.callers import Caller
 from runs.models import DECISION_INSTRUCTIONS
-
-# In one statement, on every decision (written out: it is on the approve's path): the
-# caller's refusals in the window, and those from its address, per identity. No address:
-# `address = NULL` matches nothing.
-_COUNTS = f"""
-    SELECT actor_tenant, actor_user, COUNT(*), SUM(CASE WHEN address = %s THEN 1 ELSE 0 END)
-    FROM {DecisionRefusal._meta.db_table}
-    WHERE created_at >= %s AND ((actor_tenant = %s AND actor_user = %s) OR address = %s)
-    GROUP BY actor_tenant, actor_user"""
 
 
 class DecisionRefusalThrottle(BaseThrottle):
@@ -39,10 +29,16 @@ class DecisionRefusalThrottle(BaseThrottle):
         per_identity = getattr(settings, "HARBOR_REFUSALS_PER_IDENTITY", 10)
         per_address = getattr(settings, "HARBOR_REFUSALS_PER_ADDRESS", 100)
         self.wait_seconds = int(window.total_seconds())
-        since = connection.ops.adapt_datetimefield_value(timezone.now() - window)
-        with prepared_cursor(connection) as cursor:
-            cursor.execute(_COUNTS, [caller.address, since, caller.tenant.slug, caller.user.username, caller.address])
-            counts = cursor.fetchall()
+        # In one statement: the caller's refusals in the window, and those from its address,
+        # per identity. With no address known, only the caller's own.
+        mine = Q(actor_tenant=caller.tenant.slug, actor_user=caller.user.username)
+        here = Q(address=caller.address) if caller.address is not None else Q(pk__in=[])
+        counts = (
+            DecisionRefusal.objects.filter(Q(created_at__gte=timezone.now() - window) & (mine | here))
+            .order_by()
+            .values_list("actor_tenant", "actor_user")
+            .annotate(total=Count("pk"), from_here=Sum(Case(When(here, then=1), default=0)))
+        )
         me = (caller.tenant.slug, caller.user.username)
         my_total, identities_here, at_address = 0, 0, 0
         for tenant, user, total, from_here in counts:

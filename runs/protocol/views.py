@@ -15,9 +15,9 @@ from runs.domain.errors import (
     UnknownMethod,
 )
 from runs.domain.ids import new_ulid
-from runs.domain.services import run_start, steering_submit
+from runs.domain.services import run_start, steering_landed, steering_submit
 from runs.identity.callers import Caller
-from runs.models import Instruction
+from runs.models import Instruction, Run
 from runs.protocol import serializers as s
 
 from .pipeline import CONTROL_ERRORS, ERRORS, ProtocolView
@@ -35,8 +35,12 @@ def _tokens_shown(caller: Caller, pauses: list[Pause]) -> Callable[[str], bool]:
 class StartView(ProtocolView):
     run_id = ""  # chosen once per request: answered again, it finds the run it made
 
-    def replayable(self) -> bool:
-        return True
+    def landed(self) -> Response | None:
+        run = selectors.run_started_by(caller=self.caller, run_id=self.run_id) if self.run_id else None
+        return None if run is None else self._answer(run, reused=False)
+
+    def _answer(self, run: Run, *, reused: bool) -> Response:
+        return Response(s.StartResponseSerializer({"task_id": run.pk, "reused": reused}).data)
 
     @extend_schema(
         operation_id="control_start",
@@ -64,13 +68,9 @@ class StartView(ProtocolView):
     def post(self, request: Request) -> Response:
         data = self.validated(s.StartRequestSerializer)
         data.pop("identity", None)
-        made = selectors.run_started_by(caller=self.caller, run_id=self.run_id) if self.answered_again else None
-        if made is not None:
-            run, reused = made, False
-        else:
-            self.run_id = self.run_id or new_ulid()
-            run, reused = run_start(caller=self.caller, run_id=self.run_id, **data)
-        return Response(s.StartResponseSerializer({"task_id": run.pk, "reused": reused}).data)
+        self.run_id = self.run_id or new_ulid()
+        run, reused = run_start(caller=self.caller, run_id=self.run_id, **data)
+        return self._answer(run, reused=reused)
 
 
 PAYLOADS: dict[str, type[s.MethodPayload] | None] = {
@@ -103,12 +103,14 @@ class ControlView(ProtocolView):
     method: str = ""
     request_serializer = s.ControlRequestSerializer
     throttle_classes = [DecisionRefusalThrottle]
+    instruction_id = ""  # chosen once per request: after a lost connection, what it wrote is looked for
 
-    def replayable(self) -> bool:
-        return self.body.get("event_id") is not None
-
-    def landed(self) -> Response:
-        return self._answer(self.method)
+    def landed(self) -> Response | None:
+        run_id = (self.body.get("identity") or {}).get("run")
+        if not self.instruction_id or not isinstance(run_id, str):
+            return None
+        landed = steering_landed(caller=self.caller, run_id=run_id, instruction_id=self.instruction_id)
+        return self._answer(self.method) if landed else None
 
     def _answer(self, method: str) -> Response:
         return Response(s.ControlResponseSerializer({"method": method}).data)
@@ -116,8 +118,10 @@ class ControlView(ProtocolView):
     def post(self, request: Request, method: str | None = None) -> Response:
         data = self.validated(self.request_serializer)
         identity = data["identity"]
+        self.instruction_id = self.instruction_id or new_ulid()
         receipt = steering_submit(
             caller=self.caller,
+            instruction_id=self.instruction_id,
             run_id=identity["run"],
             method=self.method,
             payload=self.body.get("payload"),  # as sent: the service owns each payload's rules
@@ -160,8 +164,7 @@ class UnknownMethodView(ProtocolView):
 
 
 class ReadView(ProtocolView):
-    def replayable(self) -> bool:
-        return True  # a read: answering it twice changes nothing
+    """A read: after a lost connection it is answered again, which changes nothing."""
 
 
 class PauseListView(ReadView):

@@ -1,9 +1,9 @@
 """Who advances runs, in each topology.
 
 The database is the queue: a ready run is one that is pending or running with no live
-lease, dispatched highest priority first (then oldest). A wake-up only says "look"; it
-carries no run id, so a duplicate or lost wake-up is harmless and `prioritize` reorders
-queued work in both topologies.
+lease, and a worker takes one step of it at a time, highest priority first (then the one
+waiting longest). A wake-up only says "look"; it carries no run id, so a duplicate or lost
+wake-up is harmless and `prioritize` reorders queued work in both topologies.
 
 - thread (embedded default): worker threads inside the web process, plus a sweeper.
 - celery (production): a `dispatch` task per wake-up, and a beat-scheduled sweep.
@@ -15,58 +15,59 @@ import threading
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import close_old_connections
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from approvals.domain.services import pause_sweep_overdue
-from runs.domain.connection_loss import once_more_if_lost
-from runs.domain.rows import prepared_cursor
 from runs.models import Run
 
 from . import handles, loop
-from .handoff import carry_handed, pool_running
-from .lease import CLAIMABLE_SQL, under_cap_sql
+from .lease import claimable
 from .wake import register, wake_now
 
 log = logging.getLogger("harbor.runtime")
 
 
 def drain(*, limit: int | None = None) -> int:
-    """Advance the runs handed to this process, then ready runs, highest priority first,
-    until none is left (or `limit`). A look is skipped when the runs just advanced were
-    each told, by the statement that released them, that no other run was ready then
-    (Lease.nothing_ready): a run made ready since woke a worker of its own."""
-    once_more_if_lost(handles.reap_ended)  # a dropped connection, met first here, holds no hand-off up
-    carried = carry_handed(limit)
-    advanced, look = len(carried), not carried or not all(lease.nothing_ready for lease in carried)
-    while look and (limit is None or advanced < limit):
-        # The first one claimed is advanced.
-        lease = next((lease for pk in _ready_ids() if (lease := loop.advance(pk)) is not None), None)
-        if lease is None:
-            return advanced
-        advanced, look = advanced + 1, not lease.nothing_ready
-    return advanced
+    """Take steps of ready runs, highest priority first (then the longest waiting), until
+    none is left (or `limit` steps): the number of steps taken."""
+    steps = 0
+    while limit is None or steps < limit:
+        # The first one claimed takes its step.
+        if not any(loop.advance(pk) for pk in ready_ids()):
+            break
+        steps += 1
+    return steps
 
 
-# Written out once rather than built by the ORM on every look (the dispatcher asks twice per
-# drain): ready runs in dispatch order, leaving out tenants already at their share of workers.
-# Both halves walk partial indexes (run_ready_order, then run_leased per candidate's tenant),
-# so a look costs what is ready and leased, never the history of ended runs.
-_READY = f"""
-    SELECT id FROM {Run._meta.db_table} AS candidate
-    WHERE {CLAIMABLE_SQL} AND {under_cap_sql("candidate.tenant_id")}
-    ORDER BY priority DESC, created_at LIMIT 20"""
+def ready_ids(limit: int = 20) -> list[str]:
+    """The first `limit` of `ready_runs()`."""
+    return list(ready_runs().values_list("pk", flat=True)[:limit])
 
 
-def _ready_ids() -> list[str]:
-    """Claimable runs (CLAIMABLE_SQL) in dispatch order, leaving out tenants already
-    at their share of workers (HARBOR_TENANT_MAX_RUNNING), so one busy tenant cannot hold
-    every worker. The cap is soft: workers claiming at the same instant may overshoot it by
-    one each."""
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
-    with prepared_cursor(connection) as cursor:
-        cursor.execute(_READY, [now, now, settings.HARBOR_TENANT_MAX_RUNNING])
-        return [pk for (pk,) in cursor.fetchall()]
+def ready_runs() -> QuerySet[Run]:
+    """Claimable runs in dispatch order (priority, then the longest waiting), leaving out
+    tenants already at their share of workers (HARBOR_TENANT_MAX_RUNNING steps in flight), so
+    one busy tenant cannot hold every worker. The share is soft: workers claiming at the same
+    instant may overshoot it by one each. It walks the partial index of ready runs
+    (run_ready_order), and per candidate's tenant the few leased runs (run_leased)."""
+    now = timezone.now()
+    in_flight = (
+        Run.objects.filter(tenant=OuterRef("tenant"), lease_expires_at__gte=now)
+        .exclude(lease_owner="")
+        .order_by()
+        .values("tenant")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+    return (
+        Run.objects.filter(claimable(now))
+        .annotate(in_flight=Coalesce(Subquery(in_flight), 0))
+        .filter(in_flight__lt=settings.HARBOR_TENANT_MAX_RUNNING)
+        .order_by("-priority", "queued_at")
+    )
 
 
 def sweep() -> None:
@@ -74,7 +75,7 @@ def sweep() -> None:
     lease expires; the wake-up after the sweep picks them up."""
     pause_sweep_overdue()
     handles.reap_ended()
-    if _ready_ids():
+    if ready_ids(limit=1):
         wake_now()
 
 
@@ -103,12 +104,10 @@ class _LocalPool:
         self._threads.append(threading.Thread(target=self._sweep, name="harbor-sweeper", daemon=True))
         for thread in self._threads:
             thread.start()
-        pool_running.set()
 
     def stop(self) -> None:
         """Let the threads finish what they hold and end (the benchmark's; a server's pool
         lives as long as its process)."""
-        pool_running.clear()
         with self._condition:
             self._stopping.set()
             self._condition.notify_all()

@@ -1,13 +1,11 @@
-"""A step's tool body, run outside any transaction while the lease's heartbeat runs, and
-the record of its outcome: under the run lock, only if this worker still holds the run and
-the attempt is still the step's live one (the fence). The record's transaction goes on
-with whatever comes next (`then`), so the next step needs no transaction of its own."""
+"""A step's tool body, run outside any transaction while the lease's heartbeat runs, and the
+record of its outcome: under the run lock, only if this worker still holds the run and the
+attempt is still the step's live one (the fence). The record gives the run back."""
 
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from django.db import InterfaceError, OperationalError
 
@@ -15,19 +13,17 @@ from runs.domain import events
 from runs.domain.connection_loss import once_more_if_lost, was_lost
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 from runs.domain.event_types import ToolCompleted, ToolFailed, tool_pause_companion
-from runs.domain.rows import RUNS
 from runs.domain.transitions import run_fail
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
-from .lease import Lease, LeaseLost
-from .ledger import settle_attempt, settle_attempt_at_end
+from .lease import Landed, Lease, LeaseLost, give_back
+from .ledger import outcome_of, settle_attempt
 from .parking import park
 from .tools import Interrupted, Tool, ToolContext, ToolPause
 
 log = logging.getLogger("harbor.runtime")
 
-Next = TypeVar("Next")
-Then = Callable[[Lease, Run], Next]  # what comes next, in the same transaction
+Outcome = Callable[[Run], bool]  # applies an outcome to the run (lock held): whether it goes on
 
 
 @dataclass
@@ -41,9 +37,8 @@ class Call:
     attempt: ToolCall
 
 
-def execute(lease: Lease, call: Call, then: Then[Next]) -> Next | None:
-    """Run the tool body outside any transaction, then record what happened and go on
-    with `then` when the run goes on (None: it parked, ended or moved on)."""
+def execute(lease: Lease, call: Call) -> None:
+    """Run the tool body outside any transaction, then record what happened."""
     ctx, attempt = call.ctx, call.attempt
     ctx.idempotency_key = attempt.idempotency_key
     ctx.fence = lease.fence
@@ -68,32 +63,24 @@ def execute(lease: Lease, call: Call, then: Then[Next]) -> Next | None:
                 on_park=pause.on_park,
             )
 
-        return _record(lease, call, ToolCallOutcome.PAUSED, park_signalled, then)
+        _record(lease, call, ToolCallOutcome.PAUSED, park_signalled)
     except LeaseLost:
         settle_attempt(attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
         raise
     except Interrupted:
+        # Not recorded: the run's next boundary applies the hard cancel.
         settle_attempt(attempt, ToolCallOutcome.INTERRUPTED)
-        with events.atomic():  # the boundary applies the hard cancel; the step is not recorded
-            return then(lease, lease.locked_run())
     except ErrToolContextLost as lost:
         message = lost.message
-        return _record(
-            lease,
-            call,
-            ToolCallOutcome.FAILED,
-            lambda run: run_fail(run, FailureCode.TOOL_CONTEXT_LOST, message),
-            then,
-            message,
-        )
+        _record(lease, call, ToolCallOutcome.FAILED, lambda run: _failed(run, FailureCode.TOOL_CONTEXT_LOST, message))
     except Exception as error:
         if was_lost(error):
-            # The database's connection, not the tool (the runtime's own check found it gone
-            # twice, or the body's own query did): the step is taken again, as after a crash.
+            # The database's connection, not the tool (the body's own query found it gone):
+            # the step is taken again, as after a crash.
             raise
         message = f"{call.tool.name}: {type(error).__name__}: {error}"
 
-        def failed(run: Run) -> None:
+        def failed(run: Run) -> bool:
             events.emit(
                 run=run,
                 type=events.TOOL_FAILED,
@@ -101,42 +88,47 @@ def execute(lease: Lease, call: Call, then: Then[Next]) -> Next | None:
                     Tool=call.tool.name, Step=call.step, Error=message, **call.tool.describe(call.args, ctx)
                 ),
             )
-            run_fail(run, FailureCode.RUNTIME_ERROR, message)
+            return _failed(run, FailureCode.RUNTIME_ERROR, message)
 
-        return _record(lease, call, ToolCallOutcome.FAILED, failed, then, message)
-    return _record(lease, call, ToolCallOutcome.COMPLETED, lambda run: _checkpoint(run, call, result), then)
+        _record(lease, call, ToolCallOutcome.FAILED, failed, message)
+    else:
+        _record(lease, call, ToolCallOutcome.COMPLETED, lambda run: _checkpoint(run, call, result))
 
 
-def _record(
-    lease: Lease, call: Call, outcome: str, apply: Callable[[Run], object], then: Then[Next], error: str = ""
-) -> Next | None:
+def _record(lease: Lease, call: Call, outcome: str, apply: Outcome, error: str = "") -> None:
     """Record an attempt's outcome, only if this worker still holds the run and the attempt
-    is still the step's live one (the fence), then go on (Lease.transact: on the run as
-    this worker left it, or under its lock). Kept through a lost connection (the record made
-    again, or taken as made): the body is not run twice for it."""
+    is still the step's live one (the fence). Made again after a lost connection: a record
+    that landed finds its attempt settled, and the body is never run twice for it."""
 
-    def record(run: Run) -> Next | None:
+    def record(run: Run) -> None:
         if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != call.step:
             settle_attempt(call.attempt, ToolCallOutcome.FENCED, f"the run moved on (it is {run.status})")
-            return None
-        # Unless it is no longer the step's live attempt (another worker took the step over):
-        # then nothing of this transaction lands.
-        settle_attempt_at_end(call.attempt, outcome, LeaseLost(lease.run_id), error)
-        return then(lease, run) if apply(run) else None
+            return
+        if not settle_attempt(call.attempt, outcome, error):
+            raise LeaseLost(lease.run_id)  # another worker took the step over and marked it lost
+        if apply(run):
+            give_back(run)
+
+    def landed(run: Run) -> Landed[None] | None:
+        return None if outcome_of(call.attempt) == ToolCallOutcome.RUNNING else Landed(None)
 
     try:
-        return lease.transact(record)
+        lease.transact(record, landed)
     except LeaseLost:
         settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
         raise
+
+
+def _failed(run: Run, code: str, message: str) -> bool:
+    run_fail(run, code, message)
+    return False
 
 
 def _checkpoint(run: Run, call: Call, result: object) -> bool:
     try:
         saved_context = call.ctx.serialized()
     except ErrUnserializable as error:
-        run_fail(run, FailureCode.RUNTIME_ERROR, error.message)
-        return False
+        return _failed(run, FailureCode.RUNTIME_ERROR, error.message)
     checkpoint = dict(run.checkpoint)
     checkpoint["history"] = [
         *checkpoint.get("history", []),
@@ -147,9 +139,6 @@ def _checkpoint(run: Run, call: Call, result: object) -> bool:
     checkpoint.pop("pending_call", None)
     checkpoint.pop("resolution", None)
     run.checkpoint = checkpoint
-    # What follows in this transaction (the end, a park, the next call) mostly writes the
-    # run anyway, and takes the checkpoint along: one UPDATE, not two.
-    events.at_end(RUNS, run)
     events.emit(
         run=run,
         type=events.TOOL_COMPLETED,

@@ -1,48 +1,41 @@
-"""The run loop: advance one claimed run a step at a time.
+"""The run loop: one step of a run per claim.
 
-Each transaction holds the run lock and ends by preparing what comes next (the boundary),
-so a step costs no transaction of its own beyond the work it does. The slow work runs
-between them, outside any transaction, while the keeper renews the lease:
+A step is the unit of scheduling: a worker takes a ready run's lease, takes one step, and
+gives the run back, queued behind the runs already waiting (its priority first). So a run
+holds a worker only while its step works, and a tenant's share of workers counts steps in
+flight, not runs alive. A step is:
 
-1. the claim (run lock): take the lease, start a pending run, then the boundary (a run of
-   an inline planner takes its first boundary in the transaction that creates it, with no
-   worker: `first_step`);
-2. the boundary (end of every transaction that goes on): apply pending steering, restore
-   the tool context; a pending call (an approved one, or one a dead worker left) is
-   dispatched at once, else the planner is asked outside the transaction (an inline
-   planner, one of rules, is asked right here and its decision dispatched in the same
-   transaction);
-3. the dispatch (run lock): fence and re-check the step, then finish, park, gate, or
-   persist the call as pending and open its attempt in the tool-call ledger;
-   the tool body then runs outside the transaction, with the step's idempotency key;
-4. the record (run lock): fence and re-check the attempt, checkpoint the result, and
-   the next boundary.
+1. the boundary (run lock): start a pending run, apply pending steering, restore the tool
+   context; a pending call (an approved one, or one a dead worker left) is dispatched at once;
+2. else the planner, asked outside any transaction while the keeper renews the lease, and
+   the dispatch of its decision (run lock): finish, park, gate, or persist the call as
+   pending and open its attempt in the tool-call ledger;
+3. the tool body, outside any transaction, with the step's idempotency key, and the record
+   of its outcome (run lock), which gives the run back (runtime/execution).
 
-A pending call is persisted before its body starts, so a retry after a crash repeats the
-same call rather than asking the planner again; a step recorded once is never run again.
-The transaction that parks or ends the run releases the lease with it."""
+Every key a transaction writes (a tool-call attempt's id) is made before it first runs, so a
+transaction whose answer was lost is made again and recognises what it left (Lease.transact):
+a tool body runs once per attempt, and a second attempt exists only after its worker died."""
 
 import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.db import InterfaceError, OperationalError, connection
 
 from runs.domain import events
+from runs.domain.connection_loss import once_more_if_lost
 from runs.domain.errors import ErrToolContextLost
-from runs.domain.event_types import (
-    PlannerDecision,
-    TaskStarted,
-    ToolInvoked,
-)
-from runs.domain.rows import RUNS
-from runs.domain.transitions import move, run_complete, run_fail
-from runs.models import FailureCode, Run, RunStatus
+from runs.domain.event_types import PlannerDecision, TaskStarted, ToolInvoked
+from runs.domain.ids import new_ulid
+from runs.domain.transitions import move, run_complete, run_fail, save_run
+from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
 from .execution import Call, execute
-from .lease import Lease, LeaseLost
+from .lease import Landed, Lease, LeaseLost, locked
 from .ledger import lose_dead_attempt, open_attempt
 from .parking import park, park_for_gate, park_for_operator
 from .planner import Decision, Finish, PlannerView, RequestPause, describe
@@ -51,6 +44,9 @@ from .steering import steering_apply_pending
 from .tools import ToolContext
 
 log = logging.getLogger("harbor.runtime")
+
+# A step whose planner's decision met new steering asks again, at most this often.
+MAX_ASKS_PER_STEP = 3
 
 
 def new_worker_id() -> str:
@@ -70,76 +66,44 @@ class Boundary:
 Next = Boundary | Call | None  # what a transaction leaves to do: ask, call, or stop
 
 
-def advance(run_id: str, worker: str | None = None) -> Lease | None:
-    """Claim a run and advance it until it parks, ends or loses its lease: the lease it
-    was claimed with, or None when the run was not there to claim (another worker holds
-    it, or it is not ready)."""
+def advance(run_id: str, worker: str | None = None) -> bool:
+    """Take one step of the run if it is claimable: whether this worker took it."""
     lease = Lease(run_id, worker or new_worker_id())
-
-    def claim() -> Next:
-        with events.atomic():
-            run = lease.claim_locked()
-            if run is None:
-                return None
-            if run.status == RunStatus.PENDING:
-                move(run, RunStatus.RUNNING)
-                _narrate_started(run)
-            step = at_boundary(lease, run)
-            lease.ask_after(run)
-            return step
-
-    return lease if carry(lease, claim) else None
-
-
-def claim_here(run: Run) -> tuple[Lease, Next] | None:
-    """In the transaction that made a parked run ready again (its row lock held), or that
-    creates a run: take its lease for a worker of this process and go as far as the claim's
-    transaction would (a pending run starts; the attempt of an approved call is opened
-    here). None when its tenant holds its share of workers (a worker's look decides)."""
-    lease = Lease(run.pk, new_worker_id())
-    if not lease.claim_along(run):
-        return None
-    if run.status == RunStatus.PENDING:
-        move(run, RunStatus.RUNNING)
-        _narrate_started(run)
-    step = at_boundary(lease, run)
-    if step is None and run.lease_owner:
-        lease.release()
-    return lease, step
-
-
-def carry(lease: Lease, first: Callable[[], Next]) -> bool:
-    """Run `first` (what takes the lease, or the step a hand-off took it with), then each
-    step after it until the run parks, ends or loses its lease. False when `first` took
-    nothing."""
-    ended = False
+    if not once_more_if_lost(lease.claim):
+        return False
     try:
-        step = first()
-        if lease.run is None:
-            return False
-        while step is not None:
-            step = execute(lease, step, at_boundary) if isinstance(step, Call) else _decide(lease, step)
-        ended = True
+        _step(lease)
     except LeaseLost:
-        log.warning("run %s: worker %s lost its lease; the new holder goes on", lease.run_id, lease.worker)
+        log.warning("run %s: worker %s lost its lease; the new holder goes on", run_id, lease.worker)
     except (OperationalError, InterfaceError) as error:
-        # The database, not the run: unreachable, the connection lost, a deadlock. Nothing of
-        # the failed transaction landed; the run is released (or its lease lapses) and taken
-        # again, as after a crash, never failed for it.
-        log.warning("run %s: the database failed the step (%s); the run is taken again", lease.run_id, error)
+        # The database, not the run: unreachable, the connection lost, a deadlock. The run is
+        # released (or its lease lapses) and taken again, as after a crash, never failed for it.
+        log.warning("run %s: the database failed the step (%s); the run is taken again", run_id, error)
         _drop_connection()
     except Exception as error:  # a bug in a planner or the runtime fails the run loudly
-        log.exception("run %s crashed", lease.run_id)
-        message = f"{type(error).__name__}: {error}"
-        _end(lease, lambda run: run_fail(run, FailureCode.RUNTIME_ERROR, message))
+        log.exception("run %s crashed", run_id)
+        _end(lease, partial(_crashed, f"{type(error).__name__}: {error}"))
     finally:
-        if lease.run is not None and not (ended and not lease.run.lease_owner):
-            try:
-                lease.release()  # unless the committed transaction that parked or ended the run did
-            except (OperationalError, InterfaceError):
-                log.warning("run %s: its lease could not be released; it lapses", lease.run_id)
-                _drop_connection()
+        try:
+            lease.release()  # unless the step's last transaction did
+        except (OperationalError, InterfaceError):
+            log.warning("run %s: its lease could not be released; it lapses", run_id)
+            _drop_connection()
     return True
+
+
+def _step(lease: Lease) -> None:
+    attempt_id = new_ulid()  # the key of the attempt this step may open, made before any try
+    landed = partial(_landed, lease, attempt_id)
+    step = lease.transact(partial(_boundary, lease, attempt_id), landed)
+    asks = 0
+    while isinstance(step, Boundary) and asks < MAX_ASKS_PER_STEP:
+        asks += 1
+        with lease.heartbeat():
+            decision = get_agent(step.agent_id).planner().decide(step.view)
+        step = lease.transact(partial(_dispatch, lease, step, decision, attempt_id), landed)
+    if isinstance(step, Call):
+        execute(lease, step)
 
 
 def _drop_connection() -> None:
@@ -149,47 +113,40 @@ def _drop_connection() -> None:
         connection.close()
 
 
-def first_step(run: Run) -> None:
-    """The first boundary of a new run of an inline planner, in the transaction that
-    created it (RUNNING, so no one else has seen it): no worker, no lease. It goes as far as
-    rules go (a park, the end, or a call persisted as pending) and leaves a call's attempt
-    to the worker that claims the run."""
-    _narrate_started(run)
-    at_boundary(None, run)
-
-
-def _narrate_started(run: Run) -> None:
-    events.emit(
-        run=run,
-        type=events.TASK_STARTED,
-        payload=TaskStarted(TaskID=run.pk, Priority=run.priority, ParentTaskID=run.parent_id),
-    )
+def _crashed(message: str, run: Run) -> None:
+    run_fail(run, FailureCode.RUNTIME_ERROR, message)
 
 
 def _end(lease: Lease, finish: Callable[[Run], object]) -> None:
+    """End a run whose step crashed, unless another worker holds it now."""
     with events.atomic():
-        run: Run | None
-        try:
-            run = lease.locked_run()
-        except LeaseLost:
-            # A crash in the claim's own transaction undid the claim with it: take the run
-            # again to end it, unless another worker holds it now. Left ready, it would be
-            # claimed and crash again, forever.
-            run = lease.claim_locked()
-        if run is not None and not run.is_terminal:
+        run = locked(lease.run_id)
+        if not run.is_terminal and run.lease_owner in ("", lease.worker):
             finish(run)
 
 
-def _decide(lease: Lease, boundary: Boundary) -> Next:
-    """Ask the planner (outside any transaction), then act on its decision."""
-    with lease.heartbeat():
-        decision = get_agent(boundary.agent_id).planner().decide(boundary.view)
-    return _dispatch(lease, boundary, decision)
+def _landed(lease: Lease, attempt_id: str, run: Run) -> Landed[Next] | None:
+    """What an earlier try of this step's transaction left, if it landed: the attempt it
+    opened (its body goes on), or a run it parked or ended, or that moved on without this
+    worker (the step stops). None: nothing of it landed, it is made again."""
+    attempt = ToolCall.objects.filter(pk=attempt_id).first()
+    if attempt is not None:
+        return Landed(_call_of(run, attempt) if attempt.outcome == ToolCallOutcome.RUNNING else None)
+    if run.status != RunStatus.RUNNING or run.lease_owner != lease.worker:
+        return Landed(None)
+    return None
 
 
-def at_boundary(lease: Lease | None, run: Run) -> Next:
-    """What comes next for a run this worker holds (run lock held): pending steering first,
-    then the pending call, or the planner's turn (an inline planner's decision, at once)."""
+def _boundary(lease: Lease, attempt_id: str, run: Run) -> Next:
+    """A step's start (run lock held): a pending run starts; pending steering applies; then
+    the pending call, or the planner's turn."""
+    if run.status == RunStatus.PENDING:
+        move(run, RunStatus.RUNNING)
+        events.emit(
+            run=run,
+            type=events.TASK_STARTED,
+            payload=TaskStarted(TaskID=run.pk, Priority=run.priority, ParentTaskID=run.parent_id),
+        )
     if run.status != RunStatus.RUNNING:
         return None
     if run.steering_pending:
@@ -212,7 +169,7 @@ def at_boundary(lease: Lease | None, run: Run) -> Next:
     ctx.resumed = checkpoint.get("resolution")
     pending = checkpoint.get("pending_call")
     if pending is not None:
-        return _call(lease, run, ctx, step, pending)
+        return _call(lease, run, ctx, step, pending, attempt_id)
     view = PlannerView(
         run_id=run.pk,
         goal=run.goal,
@@ -223,36 +180,17 @@ def at_boundary(lease: Lease | None, run: Run) -> Next:
         messages=list(run.messages),
         resumed=ctx.resumed,
     )
-    boundary = Boundary(agent_id=run.agent_id, step=step, ctx=ctx, view=view)
-    agent = get_agent(run.agent_id)
-    if not agent.planner_inline:
-        return boundary
-    try:
-        decision = agent.planner().decide(view)
-    except Exception as error:  # as a crash of a planner asked outside: the run fails loudly
-        log.exception("run %s: its inline planner failed", run.pk)
-        run_fail(run, FailureCode.RUNTIME_ERROR, f"{type(error).__name__}: {error}")
+    return Boundary(agent_id=run.agent_id, step=step, ctx=ctx, view=view)
+
+
+def _dispatch(lease: Lease, boundary: Boundary, decision: Decision, attempt_id: str, run: Run) -> Next:
+    """Act on the planner's decision (run lock held), unless the run moved on meanwhile;
+    steering that arrived while the planner thought is applied first, and the planner asked
+    again."""
+    if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != boundary.step:
         return None
-    return _act(lease, run, boundary, decision)
-
-
-def _dispatch(lease: Lease, boundary: Boundary, decision: Decision) -> Next:
-    """Act on the planner's decision, on the run as this worker left it or under its lock
-    (Lease.transact; its answer kept through a lost connection: the planner is not asked
-    twice for it)."""
-
-    def act(run: Run) -> Next:
-        if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != boundary.step:
-            return None
-        if run.steering_pending:
-            return at_boundary(lease, run)  # steering arrived while the planner thought: apply it first
-        return _act(lease, run, boundary, decision)
-
-    return lease.transact(act)
-
-
-def _act(lease: Lease | None, run: Run, boundary: Boundary, decision: Decision) -> Next:
-    """Narrate the planner's decision and carry it out (run lock held)."""
+    if run.steering_pending:
+        return _boundary(lease, attempt_id, run)
     step, ctx = boundary.step, boundary.ctx
     events.emit(run=run, type=events.PLANNER_DECISION, payload=PlannerDecision(Step=step, Decision=describe(decision)))
     if isinstance(decision, Finish):
@@ -269,30 +207,24 @@ def _act(lease: Lease | None, run: Run, boundary: Boundary, decision: Decision) 
             history_entry={"pause": decision.cause},
         )
         return None
-    return _call(lease, run, ctx, step, {"tool": decision.tool, "args": decision.args, "step": step, "attempts": 0})
+    pending = {"tool": decision.tool, "args": decision.args, "step": step, "attempts": 0}
+    return _call(lease, run, ctx, step, pending, attempt_id)
 
 
-def _call(lease: Lease | None, run: Run, ctx: ToolContext, step: int, pending: dict[str, Any]) -> Call | None:
+def _call(lease: Lease, run: Run, ctx: ToolContext, step: int, pending: dict[str, Any], attempt_id: str) -> Next:
     """Persist the call as pending and open its attempt (run lock held), or park it at its
-    gate. The body runs after the commit. With no lease (a first step), the call is only
-    persisted: the worker that claims the run opens the attempt."""
+    gate. The body runs after the commit."""
     tool = get_agent(run.agent_id).tools.get(pending["tool"])
     if tool is None:
         run_fail(run, FailureCode.RUNTIME_ERROR, f"the planner called unknown tool {pending['tool']!r}")
         return None
-    checkpoint = dict(run.checkpoint)
-    checkpoint["pending_call"] = pending
-    run.checkpoint = checkpoint
+    run.checkpoint = {**run.checkpoint, "pending_call": pending}
     if tool.needs_approval(pending["args"]) and not pending.get("approved"):
         park_for_gate(run, ctx, tool, pending["args"])
         return None
-    # The pending call is written with the run as the transaction ends (one the checkpoint
-    # holds already, approved or retried, is not written again); opening its attempt writes
-    # the run there too, with the attempts' count.
-    if lease is None:
-        events.at_end(RUNS, run)
-        return None
-    attempt = open_attempt(run, tool, step, lease.worker)
+    attempt = open_attempt(run, tool, step, lease.worker, attempt_id)
+    run.checkpoint = {**run.checkpoint, "pending_call": {**pending, "attempts": attempt.attempt}}
+    save_run(run)
     ctx.idempotency_key = attempt.idempotency_key
     events.emit(
         run=run,
@@ -306,3 +238,13 @@ def _call(lease: Lease | None, run: Run, ctx: ToolContext, step: int, pending: d
         ),
     )
     return Call(tool=tool, args=pending["args"], step=step, ctx=ctx, attempt=attempt)
+
+
+def _call_of(run: Run, attempt: ToolCall) -> Call:
+    """The call an attempt opened by a landed transaction is of, rebuilt from the run."""
+    pending = run.checkpoint["pending_call"]
+    ctx = ToolContext.restore(run.pk, run.checkpoint.get("tool_context"))
+    ctx.resumed = run.checkpoint.get("resolution")
+    ctx.idempotency_key = attempt.idempotency_key
+    tool = get_agent(run.agent_id).tools[attempt.tool]
+    return Call(tool=tool, args=pending["args"], step=attempt.step, ctx=ctx, attempt=attempt)

@@ -13,10 +13,6 @@ class Agent:
     description: str
     planner: Callable[[], Planner]
     tools: dict[str, Tool]
-    # A planner of rules rather than a model (fast, deterministic, no I/O) is asked at the
-    # boundary itself, under the run lock: its decision commits with the step before it.
-    # Any other planner (an LLM may take minutes) is asked between transactions.
-    planner_inline: bool = False
 
 
 _agents: dict[str, Agent] = {}

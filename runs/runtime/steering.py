@@ -7,15 +7,14 @@ from approvals.a2a.cancel import cancel_pending_call_on_commit
 from approvals.domain.services import pause_cancel_open
 from runs.domain import events
 from runs.domain.event_types import ContextInjected, Control, MessageReceived, TaskRedirected
-from runs.domain.rows import RUNS
-from runs.domain.transitions import run_cancelled
+from runs.domain.transitions import run_cancelled, save_run
 from runs.models import LIVE_RUN_STATUSES, CancelPolicy, Instruction, Run, RunStatus, SteeringInstruction, SteeringState
 
 from .wake import wake_on_commit
 
 
 def settle_instruction(instruction: SteeringInstruction, run: Run, state: str, outcome: str = "") -> None:
-    SteeringInstruction.objects.filter(pk=instruction.pk, state=SteeringState.PENDING)._settle(
+    SteeringInstruction.objects.filter(pk=instruction.pk, state=SteeringState.PENDING).settle(
         state=state, outcome=outcome, settled_at=timezone.now()
     )
     narrate_control(
@@ -52,12 +51,12 @@ def lock_cascade(run: Run) -> list[Run]:
 def run_cancel_now(run: Run, *, reason: str, cascaded: bool) -> None:
     """Terminate a run (lock held) and cascade to live children that did not opt out.
     The caller has taken `lock_cascade(run)` before writing anything."""
+    run.hard_cancel = False  # written with the end: no later attempt of it is interrupted
     if run.status == RunStatus.PAUSED:
         pause_cancel_open(run=run, reason=reason, cascaded=cascaded)
     else:
         cancel_pending_call_on_commit(run)
         run_cancelled(run, reason, cascaded)
-    Run.objects.filter(pk=run.pk).update(hard_cancel=False)
     children = (
         Run.objects.select_for_update(no_key=True)
         .filter(parent=run, status__in=LIVE_RUN_STATUSES, cancel_policy=CancelPolicy.CASCADE)
@@ -112,10 +111,7 @@ def steering_apply_pending(run: Run) -> str | None:
     # Every pending instruction is settled: a hard cancel among them ends the run below, and
     # the flag must not outlive it (each later attempt would be interrupted at once).
     run.steering_pending, run.hard_cancel = False, False
-    # Written with the rest of the transaction's changes to the run (a park after it, say):
-    # a save() now would leave the row writer comparing later changes with what it last
-    # read, and a park back to the values read would be dropped.
-    events.at_end(RUNS, run)
+    save_run(run)
     if stop == Instruction.CANCEL:
         reason = "hard-cancelled: any step in flight interrupted" if hard else "cancelled at a step boundary"
         run_cancel_now(run, reason=reason, cascaded=cascaded)

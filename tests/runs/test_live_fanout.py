@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from approvals.models import Pause
 from runs.domain import events, selectors, streams
+from runs.domain import push as live_push
 from runs.domain.streams import Tail, hub_for
 from runs.identity.permissions import delegate
 from runs.identity.visibility import viewer_of, viewers_of
@@ -222,7 +223,7 @@ async def test_a_push_that_never_came_is_read_from_the_log_after_the_recheck(peo
     bob, connected, _ = await connect(user="bob")
     assert connected
     assert await bob.receive_nothing(timeout=0.5)
-    monkeypatch.setattr(events, "_push", lambda tenant_id, published: None)  # every push lost
+    monkeypatch.setattr(live_push, "push", lambda tenant_id, published: None)  # every push lost
     await emit(run)
     last = (await logged())[-1]
     assert (await receive_until(bob, last, timeout=5))[-1] == last
@@ -336,4 +337,4 @@ async def test_a_crowd_replaying_one_tenants_log_takes_a_few_pages_per_batch(peo
     assert near in batches[0]
     assert [read for batch in batches for read in batch if read in crowd] == crowd
     assert all(close is None and len(envelopes) == streams.BATCH for close, envelopes, *_ in results[:-1])
-    assert [envelope["type"] for envelope in results[-1][1]] == ["task.started"]  # gina's run, nothing of acme's
+    assert [envelope["type"] for envelope in results[-1][1]] == ["task.spawned"]  # gina's run, nothing of acme's

@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from runs.domain import events, pubsub
+from runs.domain import push as live_push
 from runs.domain.event_types import MessageReceived
 from runs.domain.services import run_start
 from runs.domain.streams import Tail
@@ -28,10 +29,10 @@ def own_redis(settings) -> Iterator[str]:
     server.start()
     url = f"redis://127.0.0.1:{server.port}/0"
     settings.HARBOR_LIVE_REDIS_URL = url
-    events._push_paused_until = 0.0
+    live_push._push_paused_until = 0.0
     yield url
     server.stop()
-    events._push_paused_until = 0.0
+    live_push._push_paused_until = 0.0
 
 
 @pytest.mark.django_db(transaction=True)

@@ -7,7 +7,8 @@ from channels.db import database_sync_to_async
 
 from approvals.domain.tokens import token_unseal
 from approvals.models import Pause
-from runs.domain import events, selectors, streams
+from runs.domain import push as live_push
+from runs.domain import selectors, streams
 from runs.identity.visibility import viewer_of
 from runs.runtime.dispatch import drain
 from runs.web import consumers
@@ -71,7 +72,9 @@ def pushed_and_read(people, monkeypatch) -> tuple[list, list]:
     """What each caller is shown of a parked run from its pushes (streams.push_shown and
     pushed_envelope, as the websockets and SSE deliver them) and from the log (read_after)."""
     pushed: list[dict] = []
-    monkeypatch.setattr(events, "_push", lambda tenant_id, written: pushed.extend(map(events._published, written)))
+    monkeypatch.setattr(
+        live_push, "push", lambda tenant_id, written: pushed.extend(live_push._published(e, p) for e, p in written)
+    )
     before = selectors.events_head(tenant_id=people.acme.pk)
     run = start.func(people, "alice", "launch", "probe")
     drain()

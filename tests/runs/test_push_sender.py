@@ -1,4 +1,4 @@
-"""The live push's sender (runs.domain.events._Sender): a process's pushes leave one after
+"""The live push's sender (runs.domain.live_push._Sender): a process's pushes leave one after
 another in the order they were handed over, and a failed send drops the events queued
 behind it (their streams read the log) but never a stream's close."""
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from channels.layers import InMemoryChannelLayer
 
-from runs.domain import events
+from runs.domain import push as live_push
 
 
 class Layer(InMemoryChannelLayer):
@@ -45,7 +45,7 @@ def push(n: int, kind: str = "harbor.events") -> dict:
 
 
 def test_pushes_leave_one_after_another_in_the_order_they_were_handed_over(loop):
-    layer, sender = Layer(), events._Sender(loop)
+    layer, sender = Layer(), live_push._Sender(loop)
     handed = threading.Barrier(4)
 
     def hand_over(start: int) -> None:
@@ -68,19 +68,19 @@ def test_pushes_leave_one_after_another_in_the_order_they_were_handed_over(loop)
 
 
 def test_a_failed_send_drops_the_events_behind_it_but_not_a_close(loop, monkeypatch):
-    monkeypatch.setattr(events, "_push_paused_until", 0.0)
-    layer, sender = Layer(first_fails=True), events._Sender(loop)
+    monkeypatch.setattr(live_push, "_push_paused_until", 0.0)
+    layer, sender = Layer(first_fails=True), live_push._Sender(loop)
     sender.put([(layer, "tenant.1", push(0))])
     sender.put([(layer, "tenant.1", push(1)), (layer, "user.7", push(2, "harbor.close")), (layer, "tenant.1", push(3))])
     assert sender.idle.wait(5)
     assert layer.sent == [2]
-    assert events._push_paused_until > time.monotonic()  # and the next pushes wait a moment
+    assert live_push._push_paused_until > time.monotonic()  # and the next pushes wait a moment
 
 
 def test_a_push_to_a_closed_loop_leaves_the_sender_usable():
     loop = asyncio.new_event_loop()
     loop.close()
-    sender = events._Sender(loop)
+    sender = live_push._Sender(loop)
     with pytest.raises(RuntimeError):
         sender.put([(Layer(), "tenant.1", push(1))])
     assert sender.idle.is_set() and not sender.queue

@@ -169,7 +169,7 @@ def test_prioritize_changes_dispatch_order_and_needs_admin(people):
     with pytest.raises(ScopeMismatch):
         steer(people, third, "prioritize", {"priority": 10})
     steer(people, third, "prioritize", {"priority": 10}, who="ada")
-    assert drain(limit=1) == 1
+    assert drain(limit=2) == 2  # its tick, then its finish: it goes first at each step
     assert [Run.objects.get(pk=r.pk).status for r in (first, second, third)] == [
         RunStatus.PENDING,
         RunStatus.PENDING,
@@ -203,7 +203,7 @@ def test_a_value_neither_serializable_nor_registered_fails_the_pause(people):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_resume_in_another_process_fails_loudly_naming_the_handle(people_tx, workers_elsewhere):
+def test_a_resume_in_another_process_fails_loudly_naming_the_handle(people_tx):
     people = people_tx
     run = start(people, "hold a stream", "tool_context")
     drain()
@@ -249,7 +249,7 @@ def test_a_completed_step_never_runs_again_after_a_worker_dies(people, scripted)
     Run.objects.filter(pk=run.pk).update(lease_owner="dead", lease_expires_at=timezone.now() + timedelta(seconds=30))
     assert drain() == 0  # a live lease keeps everyone else out
     Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-    assert drain() == 1  # an expired lease means its worker died: recover
+    assert drain() == 3  # an expired lease means its worker died: recover (steps 2, 3 and the finish)
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE
     assert agent.calls == [1, 2, 2, 3]  # step 1 completed once; only the step in flight re-ran
@@ -278,7 +278,7 @@ def test_the_attempt_after_a_dead_worker_is_numbered_after_its_own(people, scrip
     Run.objects.filter(pk=run.pk).update(
         checkpoint=run.checkpoint, lease_owner="dead", lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
-    assert drain() == 1
+    assert drain() == 2  # the call again, then the finish
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE and agent.calls == [1, 1]
     ledger = ToolCall.objects.filter(run=run).order_by("attempt").values_list("step", "attempt", "outcome")
@@ -325,8 +325,8 @@ def test_a_hard_cancel_after_a_pause_ends_the_run_and_leaves_no_flag_behind(peop
 def test_a_duplicate_dispatch_finds_nothing_to_do(people, scripted):
     agent = scripted(steps=2)
     run = start(people, "work", "scripted")
-    assert drain() == 1 and drain() == 0
-    assert advance(run.pk) is None  # a delivery naming the finished run claims nothing
+    assert drain() == 3 and drain() == 0  # two calls and the finish, one step each
+    assert not advance(run.pk)  # a delivery naming the finished run claims nothing
     assert agent.calls == [1, 2]
 
 

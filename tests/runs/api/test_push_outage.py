@@ -10,7 +10,7 @@ from channels.layers import channel_layers
 from django.db import connection
 
 from approvals.models import Pause
-from runs.domain import events
+from runs.domain import push as live_push
 from runs.runtime.dispatch import drain
 from tests.live import free_port
 
@@ -37,10 +37,10 @@ def broken_layer(request, settings, transport):
         }
     }
     channel_layers.backends.clear()
-    events._push_paused_until = 0.0
+    live_push._push_paused_until = 0.0
     yield
     channel_layers.backends.clear()
-    events._push_paused_until = 0.0
+    live_push._push_paused_until = 0.0
     if listener is not None:
         listener.close()
 
@@ -55,7 +55,7 @@ def test_an_approve_lands_and_answers_200_quickly_while_the_layer_is_down(people
     run = api.start("deploy build 42 to staging", "deploy")
     drain()
     token = api.ok("/v1/pause/list", {"identity": {}, "filter": {"run_ids": [run]}})["snapshots"][0]["token"]
-    events._push_paused_until = 0.0  # the approve's own push meets the broken layer
+    live_push._push_paused_until = 0.0  # the approve's own push meets the broken layer
     answered: dict[str, float] = {}
 
     def approve():

@@ -14,6 +14,7 @@ from django.test import Client
 from approvals.domain.tokens import sign_in_unseal
 from approvals.models import Cause, Pause, Reason
 from runs.domain import events
+from runs.domain import push as live_push
 from runs.domain.streams import pushed_envelope, read_after
 from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Finish
@@ -92,9 +93,7 @@ def test_a_pushed_sign_in_is_filled_in_only_for_a_stream_that_may_decide(api, si
     drain()
     row = events.Event.objects.get(run_id=run, type="tool.auth_required")
     pause = Pause.objects.get(run_id=run)
-    item = events._published(
-        events.Written(run=row.run, type=row.type, payload=row.payload, pause=pause, occurred_at=row.occurred_at)
-    )
+    item = live_push._published(row, pause)
     assert STATE not in json.dumps(item)  # it crosses Redis sealed, as the token does
     for may_decide, shown in ((True, (URL, STATE)), (False, (None, None))):
         payload = pushed_envelope(item, tenant_slug="acme", with_token=may_decide)["payload"]
