@@ -13,10 +13,10 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import Cause, Pause
+from bench.common import psycopg_round_trips
 from runs.domain import services
 from runs.domain.errors import AlreadyResumed
 from runs.domain.services import run_start, steering_submit
-from runs.management.commands._bench_common import psycopg_round_trips
 from runs.models import Event, Run, RunStatus, SteeringInstruction, SteeringState, ToolCall
 from runs.runtime import handoff
 from runs.runtime.dispatch import drain

@@ -6,8 +6,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from approvals.models import Pause, PauseState
+from bench.common import psycopg_round_trips
 from runs.domain.services import run_start, steering_submit
-from runs.management.commands._bench_common import psycopg_round_trips
 from runs.models import Event, Run, RunStatus, ToolCall
 from runs.runtime.dispatch import drain
 from runs.runtime.registry import unregister_agent
