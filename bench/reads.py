@@ -3,6 +3,7 @@ authentication) for an approver and a member, and the approver's /inbox/ pages."
 
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from urllib.parse import urlencode
 
@@ -37,6 +38,8 @@ def rows(write: Callable[[str], None], member: Caller, approver: Caller, size: i
     open_count = Pause.objects.filter(tenant=approver.tenant, state=PauseState.PAUSED).count()
     approver_ms = _ms(lambda: _pause_list_page(approver))
     member_ms = _ms(lambda: _pause_list_page(member))
+    # The test client serves no static files; WhiteNoise's warning that it found none is noise here.
+    warnings.filterwarnings("ignore", message="No directory at")
     client = Client()
     client.force_login(approver.user)
     if client.get("/inbox/").status_code != 200:
