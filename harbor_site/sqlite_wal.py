@@ -4,7 +4,7 @@ and the write-ahead log checkpointed through it, off the commit path.
 SQLite checkpoints the write-ahead log into the database file and deletes it whenever the
 *last* connection to the database closes, and the next connection creates the log and
 its index again. When each request closed its connection at its end, every write request
-on a server nobody else held open paid that: 15-20 ms of a 30 ms approve (`harbor_bench
+on a server nobody else held open paid that: 15-20 ms of a 30 ms approve (`bin/bench
 --http`). Request threads keep theirs now (harbor_site.request_threads), but any of them may
 close one (an error, its age); with this connection always open the log stays whatever they
 do. This connection never starts a transaction, so it holds no lock and no snapshot.

@@ -12,9 +12,9 @@ from django.test.utils import CaptureQueriesContext
 from approvals.domain import selectors
 from approvals.models import Pause, PauseState
 from approvals.web import views
+from bench.seed import seed_history
 from runs.identity.callers import Caller
 from runs.identity.permissions import membership_grant
-from runs.management.commands._seed import seed_history
 from runs.models import Role
 from tests.factories import UserFactory
 

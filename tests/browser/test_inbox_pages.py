@@ -21,7 +21,7 @@ import json
 from django.contrib.auth.models import User
 from runs.identity.callers import caller_resolve
 from runs.identity.permissions import membership_grant
-from runs.management.commands._seed import seed_history
+from bench.seed import seed_history
 from runs.models import Role, Tenant
 tenant = Tenant.objects.create(slug={TENANT!r}, name="Initech")
 for name, role in (("ivy", Role.APPROVER), ("ike", Role.ADMIN), ("iris", Role.MEMBER)):

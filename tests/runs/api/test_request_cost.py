@@ -1,5 +1,5 @@
 """What a /v1 request costs around the service it calls, pinned so a regression fails CI
-(timing lives in `harbor_bench --http`): statements for identity and the throttle, and the
+(timing lives in `bin/bench --http`): statements for identity and the throttle, and the
 thread hand-offs of Django's middleware stack under ASGI."""
 
 import asyncio

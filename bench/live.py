@@ -1,4 +1,4 @@
-"""The live figures of `harbor_bench --live`: a pause committed → its frame on connected inbox
+"""The live figures of `python -m bench --live`: a pause committed → its frame on connected inbox
 sockets, through a real Daphne serving Harbor's application on the configured database and
 live transport (the in-memory channel layer on the embedded default, Redis pub/sub when
 REDIS_URL is set).
@@ -6,7 +6,7 @@ REDIS_URL is set).
 Clients sign in with real session cookies (one person per socket: approvers, who receive the
 resume token, and operators, who do not), send the Origin the application expects and listen
 for what an inbox page listens for (its ?types=). The pause is parked inside the Daphne
-process (_bench_live_server) and the commit time taken there, right after the commit; each
+process (bench.live_server) and the commit time taken there, right after the commit; each
 client stamps a frame when its bytes arrive.
 
 The clients speak just enough websocket (RFC 6455, unmasked server frames, pings answered)
@@ -37,7 +37,8 @@ from runs.identity.callers import caller_resolve
 from runs.identity.permissions import membership_grant
 from runs.models import Membership, Role, Tenant
 
-from ._bench_common import free_port, percentile, start_daphne, stop, this_database
+from .agents import ONE_GATE
+from .common import free_port, percentile, start_daphne, stop, this_database
 
 CONNECTS_IN_FLIGHT = 20  # Daphne drops a socket its application has not accepted in 5 s
 PAUSE_MARK = b'"pause.requested"'
@@ -248,7 +249,7 @@ def run_live_bench(
     port = port or free_port()
     log = tempfile.NamedTemporaryFile(prefix="bench-live-daphne-", suffix=".log", delete=False).name
     env = {**os.environ, **this_database()}
-    daphne = start_daphne("runs.management.commands._bench_live_server:application", port, Path(log), env)
+    daphne = start_daphne("bench.live_server:application", port, Path(log), env)
     try:
         bench = LiveBench(port, out, log)
         asyncio.run(_measure(bench, cookies, sizes, pauses, fanouts, daphne.pid, layer))
@@ -316,7 +317,7 @@ def _seed_log(count: int) -> int:
     alice = caller_resolve(tenant="acme", user="alice", session="bench")
     with override_settings(HARBOR_HANDOFF=False):  # left pending, not handed to a worker of this process
         while selectors.events_head(tenant_id=alice.tenant.pk) < count:
-            run_start(caller=alice, query="x", agent_id="bench_gate")
+            run_start(caller=alice, query="x", agent_id=ONE_GATE)
     return selectors.events_head(tenant_id=alice.tenant.pk)
 
 

@@ -1,4 +1,4 @@
-"""The application Daphne serves for the live benchmark (`harbor_bench --live`): Harbor's own
+"""The application Daphne serves for the live benchmark (`python -m bench --live`): Harbor's own
 ASGI application, plus routes that start a run and park a pause in this process, answering
 when the pause committed.
 
@@ -30,7 +30,7 @@ from runs.identity.callers import caller_resolve  # noqa: E402
 from runs.models import Run, RunStatus  # noqa: E402
 from runs.runtime.dispatch import drain  # noqa: E402
 
-from . import harbor_bench  # noqa: E402, F401  # registers the bench_gate agent
+from .agents import ONE_GATE  # noqa: E402  (registers it)
 
 START_PATH = "/__bench__/start"  # a run, left pending (no pause yet); ?tenant=globex: gina's, else alice's
 PARK_PATH = "/__bench__/park"  # ?run=<id>: a pause on it, alone in its transaction
@@ -59,7 +59,7 @@ def _start(tenant: str = "acme") -> dict:
     # and claimed by `burst`'s drain as a worker's look would.
     settings.HARBOR_EXECUTOR, settings.HARBOR_HANDOFF = "manual", False
     caller = caller_resolve(tenant=tenant, user=STARTERS[tenant], session="bench")
-    run, _ = run_start(caller=caller, query="x", agent_id="bench_gate")
+    run, _ = run_start(caller=caller, query="x", agent_id=ONE_GATE)
     return {"run": run.pk}
 
 

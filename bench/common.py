@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def percentile(values: list[float], q: float) -> float:

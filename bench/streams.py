@@ -1,4 +1,4 @@
-"""What a Daphne holds while it waits (`harbor_bench --http`): the threads and database
+"""What a Daphne holds while it waits (`python -m bench --http`): the threads and database
 connections of 200 idle `GET /v1/events` streams, and the idle PostgreSQL connections one
 sequential client leaves behind; and what live streams cost it: its CPU time per event
 delivered to 200 streams. Read from outside: the server's thread count and CPU time from

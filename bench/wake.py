@@ -1,4 +1,4 @@
-"""Wake and round-trip latency (`harbor_bench --wake --http`): how long after an approve
+"""Wake and round-trip latency (`python -m bench --wake --http`): how long after an approve
 commits the gated tool's body starts, on a real Celery worker (PostgreSQL + Redis) and on
 the embedded thread pool; and `POST /v1/control/approve` timed by a client through a real
 Daphne with a real bearer token.
@@ -36,8 +36,8 @@ from runs.runtime.planner import CallTool, Decision, Finish, PlannerView
 from runs.runtime.registry import Agent, register_agent
 from runs.runtime.tools import Tool, ToolContext
 
-from . import _bench_streams as streams
-from ._bench_common import ROOT, free_port, percentile, start_daphne, stop, this_database
+from . import streams
+from .common import ROOT, free_port, percentile, start_daphne, stop, this_database
 
 AGENT = "bench_wake"
 Write = Callable[[str], None]
