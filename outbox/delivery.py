@@ -12,9 +12,9 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from outbox.policy import backoff, lease, max_attempts
 from outbox.handlers import Delivery, PermanentFailure, handler_for
 from outbox.models import ERROR_LIMIT, OutboxMessage, State
+from outbox.policy import backoff, lease, max_attempts
 
 log = logging.getLogger("harbor.outbox")
 
@@ -27,25 +27,27 @@ def deliver_due(limit: int = 100) -> int:
     never by waiting here."""
     if transaction.get_connection().in_atomic_block:
         raise transaction.TransactionManagementError("outbox messages are delivered outside any transaction")
-    delivered = tried = 0
-    while tried < limit:
-        claimed = _claim(min(CLAIM_BATCH, limit - tried))
+    delivered = 0
+    tried: set[str] = set()  # one attempt per message per drain, even when its retry is due at once
+    while len(tried) < limit:
+        claimed = _claim(min(CLAIM_BATCH, limit - len(tried)), tried)
         if claimed is None:
             break
         for message in claimed:
-            tried += 1
+            tried.add(message.pk)
             delivered += _attempt(message)
     return delivered
 
 
-def _claim(count: int) -> list[OutboxMessage] | None:
-    """Up to `count` due messages, taken out of other deliverers' reach until the lease
-    ends, each with this attempt counted; None when none was due."""
+def _claim(count: int, tried: set[str]) -> list[OutboxMessage] | None:
+    """Up to `count` due messages not `tried` yet, taken out of other deliverers' reach
+    until the lease ends, each with this attempt counted; None when none was due."""
     now, most = timezone.now(), max_attempts()
     with transaction.atomic(durable=True):
         due = list(
             OutboxMessage.objects.select_for_update(skip_locked=True, no_key=True)
             .filter(state=State.PENDING, next_attempt_at__lte=now)
+            .exclude(pk__in=tried)
             .order_by("next_attempt_at", "id")[:count]
         )
         if not due:
