@@ -2,9 +2,11 @@
 own executor, or the embedded pool once it takes the drains), a Celery task in production."""
 
 import time
+from io import StringIO
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.management import call_command
 from django.db import transaction
 
 import outbox
@@ -95,3 +97,11 @@ def test_a_broker_that_is_down_does_not_fail_the_commit(recorder, settings, monk
     with transaction.atomic():
         outbox.enqueue(KIND, "k1", {})
     assert OutboxMessage.objects.get().state == State.PENDING  # the beat's drain delivers it
+
+
+def test_the_command_delivers_what_is_due(recorder):
+    with transaction.atomic():
+        outbox.enqueue(KIND, "k1", {})
+    out = StringIO()
+    call_command("outbox_deliver", stdout=out)
+    assert out.getvalue().strip() == "delivered 1 message(s)" and recorder.delivered == ["k1"]
