@@ -7,6 +7,7 @@ skips rows another holds (PostgreSQL's SKIP LOCKED; SQLite's write transactions 
 a time), and an outcome is recorded only by the deliverer whose claim still stands."""
 
 import logging
+import time
 
 from django.db import transaction
 from django.db.models import F
@@ -18,7 +19,7 @@ from outbox.policy import backoff, lease, max_attempts
 
 log = logging.getLogger("harbor.outbox")
 
-CLAIM_BATCH = 10  # claimed per transaction: each stays in flight only while those before it run
+CLAIM_BATCH = 10  # claimed per transaction; what a slow batch has not begun is given back (below)
 
 
 def deliver_due(limit: int = 100) -> int:
@@ -33,7 +34,13 @@ def deliver_due(limit: int = 100) -> int:
         claimed = _claim(min(CLAIM_BATCH, limit - len(tried)), tried)
         if claimed is None:
             break
-        for message in claimed:
+        # Past half its lease, a claim is given back rather than begun: another deliverer
+        # could take it while this one is still at it.
+        fresh_until = time.monotonic() + lease().total_seconds() / 2
+        for index, message in enumerate(claimed):
+            if time.monotonic() > fresh_until:
+                _give_back(claimed[index:])
+                break
             tried.add(message.pk)
             delivered += _attempt(message)
     return delivered
@@ -63,6 +70,14 @@ def _claim(count: int, tried: set[str]) -> list[OutboxMessage] | None:
     for message in taken:
         message.attempts += 1
     return taken
+
+
+def _give_back(messages: list[OutboxMessage]) -> None:
+    """Claimed messages not begun: due again now, with the attempt that never began uncounted."""
+    for message in messages:
+        OutboxMessage.objects.filter(pk=message.pk, state=State.PENDING, attempts=message.attempts).update(
+            attempts=F("attempts") - 1, next_attempt_at=timezone.now()
+        )
 
 
 def _attempt(message: OutboxMessage) -> int:

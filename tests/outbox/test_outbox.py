@@ -1,6 +1,7 @@
 """The outbox's promises: written with its transaction (savepoints included), delivered
 after commit, retried with backoff, dead after the last attempt, and one message per key."""
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -179,6 +180,25 @@ def test_a_deliverer_that_always_dies_leaves_the_message_dead(recorder, settings
     assert outbox.deliver_due() == 0 and len(recorder.attempts) == 2
     message = OutboxMessage.objects.get()
     assert message.state == State.DEAD and message.last_error == "no outcome recorded after 2 attempts"
+
+
+def test_what_a_slow_batch_has_not_begun_is_given_back_before_its_lease_runs_out(recorder, settings):
+    settings.HARBOR_OUTBOX_LEASE_SECONDS = 0.2
+    slow = recorder.__call__
+    leased: list[bool] = []  # whether each attempt began under a lease still running
+
+    def handler(delivery: outbox.Delivery) -> None:
+        leased.append(OutboxMessage.objects.get(pk=delivery.id).next_attempt_at > timezone.now())
+        slow(delivery)
+        time.sleep(0.15)  # past half the lease: the rest of the batch is claimed afresh
+
+    outbox.register(KIND, handler)
+    with transaction.atomic():
+        for key in ("a", "b", "c"):
+            outbox.enqueue(KIND, key, {})
+    assert outbox.deliver_due() == 3
+    assert recorder.delivered == ["a", "b", "c"] and leased == [True, True, True]
+    assert set(OutboxMessage.objects.values_list("state", "attempts")) == {(State.DELIVERED, 1)}
 
 
 def test_due_messages_go_oldest_due_first_and_limit_bounds_a_drain(recorder):
