@@ -36,7 +36,8 @@ def register(kind: str, handler: Handler) -> None:
     """`handler` delivers messages of `kind`: returning is delivered, raising is retried
     later (PermanentFailure: dead at once). It is called outside any transaction, maybe
     more than once for one message (a deliverer that died after the effect), so it must
-    use the delivery's key to make a repeat harmless."""
+    use the delivery's key to make a repeat harmless. The text of what it raises is kept
+    as the message's last error and shown in the admin: never a secret."""
     _handlers[kind] = handler
 
 
