@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "csp",
     "runs",
     "approvals",
+    "outbox",
 ]
 
 MIDDLEWARE = [
@@ -341,8 +342,24 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # every task unless this is set, so each wake-up would pay a new PostgreSQL connection.
 # With it, a child keeps its pool; runs.tasks hands the task's connection back to it.
 CELERY_DB_REUSE_MAX = 10**9
+
+# --- Outbox (outbox/) --------------------------------------------------------------------
+# Side effects owed after a commit (a remote task's cancel) are delivered after it; a failed
+# attempt is due again after a backoff doubling from HARBOR_OUTBOX_BACKOFF_SECONDS, capped at
+# HARBOR_OUTBOX_BACKOFF_MAX_SECONDS; after HARBOR_OUTBOX_MAX_ATTEMPTS attempts (about eight
+# minutes with the defaults) the message is dead, listed and redeliverable in the admin.
+HARBOR_OUTBOX_MAX_ATTEMPTS = int(os.environ.get("HARBOR_OUTBOX_MAX_ATTEMPTS", "10"))
+HARBOR_OUTBOX_BACKOFF_SECONDS = float(os.environ.get("HARBOR_OUTBOX_BACKOFF_SECONDS", "1"))
+HARBOR_OUTBOX_BACKOFF_MAX_SECONDS = float(os.environ.get("HARBOR_OUTBOX_BACKOFF_MAX_SECONDS", "300"))
+# How long a claimed message is left to its deliverer before another may take it (longer
+# than a handler takes: a remote call's timeouts).
+HARBOR_OUTBOX_LEASE_SECONDS = float(os.environ.get("HARBOR_OUTBOX_LEASE_SECONDS", "120"))
+# Production: the beat's drain, which delivers retries as they fall due.
+HARBOR_OUTBOX_DRAIN_SECONDS = float(os.environ.get("HARBOR_OUTBOX_DRAIN_SECONDS", "5"))
+
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "runs.tasks.sweep", "schedule": timedelta(seconds=HARBOR_SWEEP_SECONDS)},
+    "outbox": {"task": "outbox.tasks.deliver", "schedule": timedelta(seconds=HARBOR_OUTBOX_DRAIN_SECONDS)},
 }
 
 # --- Tool-side OAuth (approvals.oauth) -------------------------------------------------------

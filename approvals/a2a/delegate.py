@@ -21,6 +21,7 @@ from runs.runtime.tools import Interrupted, ToolContext, ToolPause
 from . import bridge, wire
 from .answers import opened
 from .auth_leg import known_oauth_source, sign_in, signed_in_token
+from .cancel import cancel_remote_soon
 from .directory import RemoteAgent, remote_agent_for
 from .retry import with_retries
 from .wire import RemoteTask, stable_id
@@ -36,7 +37,7 @@ def delegate(args: dict, ctx: ToolContext) -> dict:
     run = Run.objects.select_related("tenant", "owner").get(pk=ctx.run_id)
     agent = remote_agent_for(run.tenant_id, args["agent"])
     state = _call_state(ctx, agent)
-    task = _run(agent, state, ctx, lambda: _deliver(run, agent, state, args, ctx))
+    task = _run(run, agent, state, ctx, lambda: _deliver(run, agent, state, args, ctx))
     state.update(task_id=task.task_id, context_id=task.context_id, waiting="", source="")
     return _outcome(run, agent, state, task)
 
@@ -64,15 +65,17 @@ def _call_state(ctx: ToolContext, agent: RemoteAgent) -> dict:
     return state
 
 
-def _run(agent: RemoteAgent, state: dict, ctx: ToolContext, operation: Callable[[], RemoteTask]) -> RemoteTask:
+def _run(
+    run: Run, agent: RemoteAgent, state: dict, ctx: ToolContext, operation: Callable[[], RemoteTask]
+) -> RemoteTask:
     """Retry transport failures with backoff; a hard cancel of the step cancels the remote task."""
     try:
         return with_retries(agent.name, operation, sleep=ctx.sleep)
     except (bridge.Interrupted, Interrupted):
-        _cancel_quietly(agent, state)
+        cancel_remote_soon(run.tenant_id, state)
         raise Interrupted() from None
     except wire.RemoteStalled:
-        _cancel_quietly(agent, state)  # the call gives up on it: so does its agent
+        cancel_remote_soon(run.tenant_id, state)  # the call gives up on it: so does its agent
         raise
 
 
@@ -184,9 +187,3 @@ def _outcome(run: Run, agent: RemoteAgent, state: dict, task: RemoteTask) -> dic
 def _deadline() -> timedelta | None:
     seconds = float(os.environ.get("HARBOR_A2A_PAUSE_SECONDS", "0"))
     return timedelta(seconds=seconds) if seconds > 0 else None
-
-
-def _cancel_quietly(agent: RemoteAgent, state: dict) -> None:
-    from .cancel import cancel_remote_task
-
-    cancel_remote_task(agent, state.get("task_id") or "", context_id=state.get("context_id", ""))

@@ -5,7 +5,9 @@ import time
 
 import pytest
 
+import outbox
 from approvals.models import Cause, Decision, Pause, Reason
+from outbox.models import OutboxMessage
 from runs.domain.errors import PayloadInvalid
 from runs.models import Run, RunStatus, SteeringInstruction, ToolCall
 from runs.runtime.dispatch import drain
@@ -130,7 +132,10 @@ def test_a_restarted_desk_goes_on_with_the_tasks_it_had(people_tx):
         stop_desk(desk)
 
 
-def test_a_parked_run_cancelled_while_its_desk_restarts_still_cancels_the_remote_task(people_tx):
+def test_a_parked_run_cancelled_while_its_desk_restarts_still_cancels_the_remote_task(people_tx, settings):
+    """The cancel is owed in the outbox: an attempt while the desk is down is retried later,
+    after the backoff, and reaches the desk once it is back."""
+    settings.HARBOR_OUTBOX_BACKOFF_SECONDS = 60
     desk = start_desk()
     try:
         configure(people_tx, desk.url)
@@ -140,9 +145,15 @@ def test_a_parked_run_cancelled_while_its_desk_restarts_still_cancels_the_remote
         desk.process.terminate()
         desk.process.wait(timeout=10)
         steer(people_tx, run, "cancel", {})  # the desk is down: its cancel waits for it
-        time.sleep(3)
+        assert outbox.deliver_due() == 0
+        owed = OutboxMessage.objects.get(kind="a2a.cancel")
+        assert (owed.state, owed.attempts) == ("pending", 1) and owed.last_error
         restart_desk(desk)  # terminating the stopped process again is harmless
-        assert wait_for_remote(desk.url, task_id, "canceled", seconds=20) == "canceled"
+        assert outbox.deliver_due() == 0  # not due before its backoff
+        OutboxMessage.objects.update(next_attempt_at=owed.created_at)  # the backoff has passed
+        assert outbox.deliver_due() == 1
+        assert remote(desk.url, task_id).state == "canceled"
+        assert OutboxMessage.objects.get(pk=owed.pk).attempts == 2
     finally:
         stop_desk(desk)
 
@@ -261,7 +272,9 @@ def test_cancelling_a_parked_run_cancels_the_remote_task(people_tx, travel_desk)
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
     assert Pause.objects.get(run=run).decision == Decision.CANCEL
-    assert wait_for_remote(travel_desk.url, task_id, "canceled") == "canceled"
+    assert remote(travel_desk.url, task_id).state == "input-required"  # owed, not sent yet
+    assert outbox.deliver_due() == 1
+    assert remote(travel_desk.url, task_id).state == "canceled"
 
 
 def test_a_cancel_that_reaches_an_answered_remote_call_before_it_goes_on_cancels_the_remote_task(
@@ -277,7 +290,8 @@ def test_a_cancel_that_reaches_an_answered_remote_call_before_it_goes_on_cancels
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
     assert ledger(run) == [(0, 1, "paused")]  # the answered call never went on
-    assert wait_for_remote(travel_desk.url, task_id, "canceled") == "canceled"
+    assert outbox.deliver_due() == 1
+    assert remote(travel_desk.url, task_id).state == "canceled"
 
 
 @pytest.mark.parametrize("desk", ["travel_desk", "polling_desk"])
@@ -289,6 +303,7 @@ def test_a_remote_task_that_never_settles_fails_the_call_loudly_and_is_cancelled
     drain()
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED and "did not settle in 1 s" in run.failure_message
+    assert outbox.deliver_due() == 1
     found = remote_task_of(run, url, "canceled")
     assert found is not None and found.state == "canceled"
     assert ledger(run) == [(0, 1, "failed")]
@@ -307,7 +322,8 @@ def test_a_hard_cancel_during_a_slow_remote_call_cancels_the_remote_task(people_
     worker.join(timeout=20)
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
-    assert wait_for_remote(travel_desk.url, found.task_id, "canceled") == "canceled"
+    assert outbox.deliver_due() == 1
+    assert remote(travel_desk.url, found.task_id).state == "canceled"
     assert ledger(run) == [(0, 1, "interrupted")]
 
 
@@ -327,7 +343,8 @@ def test_a_pause_outliving_its_deadline_times_out_and_cancels_the_remote_task(pe
     assert pause_sweep_overdue(now=timezone.now() + timedelta(minutes=2)) == 1
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED and Pause.objects.get(pk=pause.pk).decision == Decision.TIMEOUT
-    assert wait_for_remote(travel_desk.url, pause.payload["RemoteTaskID"], "canceled") == "canceled"
+    assert outbox.deliver_due() == 1
+    assert remote(travel_desk.url, pause.payload["RemoteTaskID"]).state == "canceled"
 
 
 def test_a_plain_cancel_during_a_slow_remote_call_stops_waiting_and_cancels_the_remote_task(people_tx, travel_desk):
@@ -344,7 +361,8 @@ def test_a_plain_cancel_during_a_slow_remote_call_stops_waiting_and_cancels_the_
     worker.join(timeout=20)
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED and time.monotonic() - began < 3.5  # the desk takes 4 s
-    assert wait_for_remote(travel_desk.url, found.task_id, "canceled") == "canceled"
+    assert outbox.deliver_due() == 1
+    assert remote(travel_desk.url, found.task_id).state == "canceled"
     assert not Pause.objects.filter(run=run).exists()
 
 
