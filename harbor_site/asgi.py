@@ -19,16 +19,19 @@ from channels.security.websocket import WebsocketDenier  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.http.request import split_domain_port, validate_host  # noqa: E402
 
+from harbor_site.compat import daphne  # noqa: E402
 from harbor_site.request_threads import RequestThreads  # noqa: E402
 from harbor_site.sqlite_wal import keep_wal_open  # noqa: E402
 from runs.domain import events  # noqa: E402
-from runs.protocol.middleware import BodyLimit, OneThreadASGIHandler, limit_daphne_bodies, origin_form  # noqa: E402
+from runs.protocol.middleware import BodyLimit, OneThreadASGIHandler, body_limit, origin_form, too_large  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
 from runs.web.consumers import SERVER_SEND  # noqa: E402
 from runs.web.routing import websocket_urlpatterns  # noqa: E402
 
 django_asgi = OneThreadASGIHandler()  # the middleware stack in one thread hop per request
-limit_daphne_bodies()  # Daphne buffers whole bodies before the app runs: refuse large ones as they arrive
+# Daphne buffers whole bodies before the app runs (and BodyLimit sees them): refuse large ones
+# as they arrive, for a server with no proxy in front to bound them.
+daphne.refuse_large_bodies(body_limit, too_large)
 
 DEFAULT_PORTS = {"http": "80", "https": "443"}
 
