@@ -22,10 +22,10 @@ from urllib.parse import urlsplit
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, ImproperlyConfigured, TooManyFieldsSent
-from django.core.handlers.asgi import ASGIHandler
-from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.http import HttpRequest, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
+from harbor_site.compat import django
 from runs.domain.payload import MAX_REQUEST_BYTES
 from runs.runtime import wake
 
@@ -208,27 +208,16 @@ def too_large(target: str, declared: int | None, limit: int) -> tuple[bytes, byt
     return b"text/plain; charset=utf-8", f"Request body too large: {message}.\n".encode()
 
 
-class OneThreadASGIHandler(ASGIHandler):
-    """Django's ASGI handler with its middleware stack built in sync mode. Django's own runs
-    each step of every async-capable middleware (process_request, process_view,
-    process_response), the view and the template render as a separate hand-off between the
-    event loop and the request's thread: half a dozen per request, each a wait for the
-    GIL. Here the whole stack and a sync view run in one call on the request's thread (an
-    async view, the event stream, is run from it as Django runs async views in a sync stack)."""
+class OneThreadASGIHandler(django.SyncStackASGIHandler):
+    """Django's ASGI handler, the middleware stack and a sync view in one thread hop per
+    request (harbor_site.compat.django.SyncStackASGIHandler)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.load_middleware(is_async=False)
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Wake-ups raised by the request go out once its answer is sent, from a thread
         (a broker that is slow to answer never stalls the event loop)."""
         with wake.held() as wakers:
             try:
-                await super().handle(scope, receive, send)
+                await super().__call__(scope, receive, send)
             finally:
                 if wakers:
                     await sync_to_async(wake.deliver, thread_sensitive=False)(wakers)
-
-    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
-        return await sync_to_async(self.get_response, thread_sensitive=True)(request)

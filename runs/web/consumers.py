@@ -165,10 +165,7 @@ def _still_signed_in(signed: SignedIn, user: User) -> bool:
         return False
     if constant_time_compare(signed[1], user.get_session_auth_hash()):
         return True
-    return any(
-        constant_time_compare(signed[1], user._get_session_auth_hash(secret=secret))  # type: ignore[attr-defined]  # as get_user
-        for secret in settings.SECRET_KEY_FALLBACKS
-    )
+    return any(constant_time_compare(signed[1], fallback) for fallback in user.get_session_auth_fallback_hash())
 
 
 def _read_many(reads: list[Read]) -> list[ReadResult]:
