@@ -4,6 +4,7 @@ import asyncio
 import gc
 import os
 from concurrent.futures import ThreadPoolExecutor
+from importlib import import_module
 from typing import cast
 
 import django
@@ -13,22 +14,25 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "harbor_site.settings")
 django.setup(set_prefix=False)  # what get_asgi_application() does before making its handler
 
 from asgiref.sync import ThreadSensitiveContext  # noqa: E402
-from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.auth import AuthMiddleware  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import WebsocketDenier  # noqa: E402
+from channels.sessions import CookieMiddleware  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.http.request import split_domain_port, validate_host  # noqa: E402
 
+from harbor_site.compat import daphne  # noqa: E402
 from harbor_site.request_threads import RequestThreads  # noqa: E402
 from harbor_site.sqlite_wal import keep_wal_open  # noqa: E402
 from runs.domain import events  # noqa: E402
-from runs.protocol.middleware import BodyLimit, OneThreadASGIHandler, limit_daphne_bodies, origin_form  # noqa: E402
+from runs.protocol.middleware import BodyLimit, OneThreadASGIHandler, body_limit, origin_form, too_large  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
-from runs.web.consumers import SERVER_SEND  # noqa: E402
 from runs.web.routing import websocket_urlpatterns  # noqa: E402
 
 django_asgi = OneThreadASGIHandler()  # the middleware stack in one thread hop per request
-limit_daphne_bodies()  # Daphne buffers whole bodies before the app runs: refuse large ones as they arrive
+# Daphne buffers whole bodies before the app runs (and BodyLimit sees them): refuse large ones
+# as they arrive, for a server with no proxy in front to bound them.
+daphne.refuse_large_bodies(body_limit, too_large)
 
 DEFAULT_PORTS = {"http": "80", "https": "443"}
 
@@ -74,10 +78,26 @@ class OriginValidator:
         return await self.app(scope, receive, send)
 
 
+class SocketSession:
+    """The login session of a websocket's cookie, read-only: Channels' SessionMiddleware,
+    without its wrapper of `send` (it saves a session changed during an HTTP response,
+    which a socket never sends, and it ran on every frame: a seventh of a fan-out to 2,000
+    sockets). The store loads on first use, off the event loop (the consumer's and
+    AuthMiddleware's database calls)."""
+
+    def __init__(self, app: ASGI3Application) -> None:
+        self.app = app
+        self.store = import_module(settings.SESSION_ENGINE).SessionStore
+
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        key = cast(dict, scope).get("cookies", {}).get(settings.SESSION_COOKIE_NAME)
+        return await self.app(cast(Scope, {**scope, "session": self.store(key)}), receive, send)
+
+
 _router = ProtocolTypeRouter(
     {
         "http": BodyLimit(django_asgi),  # /v1/ bodies are bounded before Django spools them
-        "websocket": OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": OriginValidator(CookieMiddleware(SocketSession(AuthMiddleware(URLRouter(websocket_urlpatterns))))),
     }
 )
 
@@ -106,8 +126,6 @@ async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISend
         async with _request_threads.borrowed():
             await _router(scope, receive, send)
         return
-    if scope["type"] == "websocket":
-        scope = cast(Scope, {**scope, SERVER_SEND: send})  # the socket's frames skip the wrappers of send
     await _router(scope, receive, send)
 
 

@@ -11,9 +11,10 @@ import json
 import re
 from typing import Any
 
-from daphne import cli
+from daphne import cli, server
 from daphne.access import AccessLogGenerator
-from twisted.web.http import HTTPChannel
+
+from harbor_site.compat import twisted
 
 SECRET_PARAMETER = re.compile(r"([?&](?:state|code)=)[^&#\s]*")
 
@@ -29,6 +30,20 @@ class AccessLog(AccessLogGenerator):
         super().__call__(protocol, action, details)
 
 
+class Server(server.Server):
+    """Daphne's server, logging through AccessLog: the command line builds its access log
+    and hands it to the server it names (`server_class`, Daphne's hook for this)."""
+
+    def __init__(self, *args: Any, action_logger: Any = None, **kwargs: Any) -> None:
+        if isinstance(action_logger, AccessLogGenerator) and not isinstance(action_logger, AccessLog):
+            action_logger = AccessLog(action_logger.stream)
+        super().__init__(*args, action_logger=action_logger, **kwargs)
+
+
+class CommandLine(cli.CommandLineInterface):
+    server_class = Server
+
+
 MALFORMED = json.dumps(
     {"code": "invalid_request", "message": "malformed HTTP request (its request line, headers or framing)"}
 ).encode()
@@ -41,10 +56,8 @@ def refuse_malformed(channel: Any, *line: bytes) -> None:  # an HTTPChannel
 
 
 def main() -> None:
-    cli.AccessLogGenerator = AccessLog  # the one the command line builds
-    HTTPChannel._respondToBadRequestAndDisconnect = refuse_malformed  # type: ignore[method-assign]
-    HTTPChannel.lineLengthExceeded = refuse_malformed  # type: ignore[method-assign]  # past MAX_LENGTH
-    cli.CommandLineInterface.entrypoint()
+    twisted.answer_bad_requests(refuse_malformed)
+    CommandLine.entrypoint()
 
 
 if __name__ == "__main__":

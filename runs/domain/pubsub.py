@@ -1,27 +1,28 @@
 """Live pushes over Redis pub/sub, where Redis is configured (HARBOR_LIVE_REDIS_URL); the
 embedded default keeps the in-memory channel layer.
 
-A commit's push is one PUBLISH written by the committing thread on a connection where Redis
-sends no replies (CLIENT REPLY OFF): no event loop, no hand-off to another thread, and no
-round trip to wait for. Each process's Hub
+A commit's push is one pipelined round of PUBLISH commands written by the committing thread
+through redis-py's client (no event loop, no hand-off to another thread), waiting at most
+SEND_TIMEOUT_SECONDS for Redis's answer. The client's pool re-connects after a fork and
+notices a connection Redis closed (a restart) before it is used again. Each process's Hub
 (streams.Hub) listens through a `Subscriber`: one SUBSCRIBE per group it has streams for.
 Pub/sub keeps nothing for a listener, so a process that dies takes its subscriptions with
 its connection, and after a Redis restart the Hub subscribes again while its streams read
 the log. A nudge lost meanwhile costs nothing: streams read the log.
 
+Why not channels-redis's RedisPubSubChannelLayer (checked against channels-redis 4.3): its
+group_add returns before Redis has confirmed the subscription, its receiver swallows a lost
+connection (the streams would not know to poll the log meanwhile), and a receive that times
+out unsubscribes the channel. The Hub relies on all three.
+
 Pub/sub ignores the database number, so channel names carry it: deployments sharing one
 Redis on different databases never hear each other."""
 
 import asyncio
-import os
-import select
-import socket
-import threading
 import uuid
 import weakref
 from collections import deque
 from functools import cache
-from typing import cast
 from urllib.parse import urlsplit
 
 import msgpack
@@ -45,67 +46,30 @@ def _channel_prefix(url: str) -> str:
     return f"harbor.live.{database}."
 
 
-class _Publisher:
-    """One connection per process and URL, on which Redis sends no replies: a push is
-    written to the socket and not waited for. A push is a nudge (streams read the log), so
-    one lost with a connection that died unnoticed costs a stream its next re-check, no
-    event; a connection Redis closed is noticed (readable at EOF) before the next write."""
-
-    def __init__(self, url: str) -> None:
-        self.prefix = _channel_prefix(url)
-        pool = redis.ConnectionPool.from_url(
-            url,
-            socket_timeout=SEND_TIMEOUT_SECONDS,
-            socket_connect_timeout=SEND_TIMEOUT_SECONDS,
-            retry=Retry(NoBackoff(), 0),
-            redis_connect_func=_replies_off,
-        )
-        self.connection = cast(redis.Connection, pool.make_connection())  # or its SSL subclass
-        self.lock = threading.Lock()  # one writer at a time on the socket
-        self.pid = os.getpid()
-
-    def send(self, commands: list[bytes]) -> None:
-        with self.lock:
-            if self.pid != os.getpid():  # a forked worker: the socket is the parent's
-                self.connection.disconnect()  # closes this process's copy only
-                self.pid = os.getpid()
-            if (sock := self.connection._sock) is not None and _said_anything(sock):
-                self.connection.disconnect()  # send_packed_command connects again
-            self.connection.send_packed_command(commands, check_health=False)
-
-
-def _said_anything(sock: socket.socket) -> bool:
-    """Whether Redis has said anything on a publishing connection: with replies off, only
-    an error or a close (after a restart, say) can be waiting to be read. One poll of the
-    socket, rather than a read through the client's parser (three system calls)."""
-    poller = select.poll()  # not select(): a busy server's descriptors pass its limit
-    try:
-        poller.register(sock, select.POLLIN)
-        return bool(poller.poll(0))
-    except (OSError, ValueError):
-        return True
-
-
-def _replies_off(connection: redis.Connection) -> None:
-    connection.on_connect()  # authenticate, select the database
-    connection.send_command("CLIENT", "REPLY", "OFF", check_health=False)
-
-
 @cache
-def _publisher(url: str) -> _Publisher:
-    return _Publisher(url)
+def _client(url: str) -> redis.Redis:
+    """One client per process and URL, thread-safe (its pool hands each thread a connection),
+    failing fast: a push never stalls a commit for longer than SEND_TIMEOUT_SECONDS."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=SEND_TIMEOUT_SECONDS,
+        socket_connect_timeout=SEND_TIMEOUT_SECONDS,
+        retry=Retry(NoBackoff(), 0),
+    )
 
 
 def publish(url: str, sends: list[tuple[str, dict]]) -> None:
-    """Publish each message to its group, in order, in one write. Raises redis.RedisError
-    when Redis cannot be reached or its socket takes more than SEND_TIMEOUT_SECONDS."""
-    publisher = _publisher(url)
-    packed = [
-        part
-        for group, message in sends
-        for part in publisher.connection.pack_command("PUBLISH", publisher.prefix + group, msgpack.packb(message))
-    ]
-    publisher.send(packed)
+    """Publish each message to its group, in order, in one round trip. Raises
+    redis.RedisError when Redis cannot be reached or takes more than SEND_TIMEOUT_SECONDS."""
+    prefix, client = _channel_prefix(url), _client(url)
+    if len(sends) == 1:  # the common case: a pipeline's bookkeeping would double its cost
+        group, message = sends[0]
+        client.publish(prefix + group, msgpack.packb(message))
+        return
+    pipeline = client.pipeline(transaction=False)
+    for group, message in sends:
+        pipeline.publish(prefix + group, msgpack.packb(message))
+    pipeline.execute()
 
 
 class Subscriber:

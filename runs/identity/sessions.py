@@ -15,6 +15,8 @@ from django.core.exceptions import SuspiciousOperation
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from harbor_site.compat import django
+
 
 def stored_key(session_key: str) -> str:
     """What the database keeps for a session key (fits the 40-character column)."""
@@ -27,19 +29,19 @@ class SessionStore(db.SessionStore):
             return self.model.objects.none()
         return self.model.objects.filter(session_key=stored_key(self.session_key), expire_date__gt=timezone.now())
 
-    def _get_session_from_db(self) -> AbstractBaseSession | None:
+    def load(self) -> dict[str, Any]:
         try:
-            return self._row().get()
+            return self.decode(self._row().get().session_data)
         except (self.model.DoesNotExist, SuspiciousOperation):
-            self._session_key = None
-            return None
+            django.forget_session_key(self)  # a save makes a new session, not one under this key
+            return {}
 
-    async def _aget_session_from_db(self) -> AbstractBaseSession | None:
+    async def aload(self) -> dict[str, Any]:
         try:
-            return await self._row().aget()
+            return self.decode((await self._row().aget()).session_data)
         except (self.model.DoesNotExist, SuspiciousOperation):
-            self._session_key = None
-            return None
+            django.forget_session_key(self)
+            return {}
 
     def exists(self, session_key: str) -> bool:
         return super().exists(stored_key(session_key))

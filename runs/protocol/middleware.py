@@ -22,10 +22,10 @@ from urllib.parse import urlsplit
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, ImproperlyConfigured, TooManyFieldsSent
-from django.core.handlers.asgi import ASGIHandler
-from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.http import HttpRequest, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
+from harbor_site.compat import django
 from runs.domain.payload import MAX_REQUEST_BYTES
 from runs.runtime import wake
 
@@ -190,103 +190,34 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def limit_daphne_bodies(limit: int = MAX_REQUEST_BYTES, page_limit: int | None = None) -> None:
-    """Daphne (Twisted) receives a whole request body — into a temporary file past 100 kB —
-    before the ASGI app hears of the request, so BodyLimit alone comes too late there.
-    This refuses a body while it arrives (a /v1/ one over `limit` with the protocol's JSON
-    error, any other over `page_limit`, by default Django's DATA_UPLOAD_MAX_MEMORY_SIZE): on
-    its Content-Length as soon as the headers are in, or as soon as a chunked body passes
-    the limit, and hangs up.
-
-    Twisted's own parsing of form bodies is turned off: Daphne hands the raw body to the
-    app and never reads what Twisted parsed, and that parse ran on the event loop (a few MB
-    of multipart stalled every socket and request of the process for seconds)."""
-    try:
-        from daphne.http_protocol import WebRequest
-    except ImportError:  # another ASGI server: BodyLimit and Django's own limits are what apply
-        return
-    if getattr(WebRequest, "harbor_body_limit", None) is not None:
-        return
-    if page_limit is None:
-        page_limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    init, got_length, handle_chunk, process = (
-        WebRequest.__init__,
-        WebRequest.gotLength,
-        WebRequest.handleContentChunk,
-        WebRequest.process,
-    )
-
-    def refuse(request: WebRequest, message: str) -> None:
-        request.harbor_refused = True
-        if request.harbor_protocol:
-            kind, body = b"application/json", json.dumps({"code": "request_too_large", "message": message}).encode()
-        else:
-            kind, body = b"text/plain; charset=utf-8", f"Request body too large: {message}.\n".encode()
-        request.channel.transport.write(
-            b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: %s\r\n"
-            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (kind, len(body), body)
-        )
-        request.channel.loseConnection()
-
-    def __init__(self: WebRequest, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        self._parsePOSTFormSubmission = False  # Twisted's request.args from the body: unused, and costly
-
-    def gotLength(self: WebRequest, length: int | None) -> None:
-        # The request line is parsed (the channel holds its target); the body is not read yet.
-        self.harbor_received, self.harbor_refused = 0, False
-        target = (getattr(self.channel, "_path", b"") or b"").decode("latin-1")
-        self.harbor_protocol = split_target(target)[0].startswith(PROTOCOL_PREFIX)
-        self.harbor_limit = limit if self.harbor_protocol else page_limit
-        if self.harbor_limit is not None and length is not None and length > self.harbor_limit:
-            got_length(self, 0)  # a tiny in-memory buffer, never filled
-            return refuse(self, _too_large(length, self.harbor_limit))
-        got_length(self, length)
-
-    def handleContentChunk(self: WebRequest, data: bytes) -> None:
-        if getattr(self, "harbor_refused", False):
-            return
-        self.harbor_received = getattr(self, "harbor_received", 0) + len(data)
-        bound = getattr(self, "harbor_limit", None)
-        if bound is not None and self.harbor_received > bound:
-            return refuse(self, f"the body is over {bound} bytes")
-        handle_chunk(self, data)
-
-    def guarded_process(self: WebRequest) -> object:
-        if not getattr(self, "harbor_refused", False):  # a refused request never reaches the app
-            return process(self)
-        return None
-
-    WebRequest.__init__, WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process = (
-        __init__,
-        gotLength,
-        handleContentChunk,
-        guarded_process,
-    )
-    WebRequest.harbor_body_limit = limit
+def body_limit(target: str) -> int | None:
+    """The most body bytes a request to `target` may carry before the HTTP server hangs up
+    (harbor_site.compat.daphne): a /v1/ one MAX_REQUEST_BYTES, any other Django's
+    DATA_UPLOAD_MAX_MEMORY_SIZE (None: no limit)."""
+    if split_target(target)[0].startswith(PROTOCOL_PREFIX):
+        return MAX_REQUEST_BYTES
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
 
-class OneThreadASGIHandler(ASGIHandler):
-    """Django's ASGI handler with its middleware stack built in sync mode. Django's own runs
-    each step of every async-capable middleware (process_request, process_view,
-    process_response), the view and the template render as a separate hand-off between the
-    event loop and the request's thread: half a dozen per request, each a wait for the
-    GIL. Here the whole stack and a sync view run in one call on the request's thread (an
-    async view, the event stream, is run from it as Django runs async views in a sync stack)."""
+def too_large(target: str, declared: int | None, limit: int) -> tuple[bytes, bytes]:
+    """The HTTP server's 413 for a body past `body_limit` (its Content-Type and body): the
+    protocol's JSON error under /v1/, a line of text elsewhere."""
+    message = f"the body is over {limit} bytes" if declared is None else _too_large(declared, limit)
+    if split_target(target)[0].startswith(PROTOCOL_PREFIX):
+        return b"application/json", json.dumps({"code": "request_too_large", "message": message}).encode()
+    return b"text/plain; charset=utf-8", f"Request body too large: {message}.\n".encode()
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.load_middleware(is_async=False)
 
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+class OneThreadASGIHandler(django.SyncStackASGIHandler):
+    """Django's ASGI handler, the middleware stack and a sync view in one thread hop per
+    request (harbor_site.compat.django.SyncStackASGIHandler)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Wake-ups raised by the request go out once its answer is sent, from a thread
         (a broker that is slow to answer never stalls the event loop)."""
         with wake.held() as wakers:
             try:
-                await super().handle(scope, receive, send)
+                await super().__call__(scope, receive, send)
             finally:
                 if wakers:
                     await sync_to_async(wake.deliver, thread_sensitive=False)(wakers)
-
-    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
-        return await sync_to_async(self.get_response, thread_sensitive=True)(request)

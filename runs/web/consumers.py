@@ -24,7 +24,6 @@ import random
 import time
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import import_module
@@ -34,6 +33,7 @@ from urllib.parse import parse_qs
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.models import User
@@ -62,10 +62,6 @@ CLOSE_TOO_MANY = 4429  # the person holds HARBOR_WS_MAX_PER_USER sockets here al
 CLOSE_CHANGED = 4409  # the person's role changed: what the page shows (decide buttons, runs) is stale, it reloads
 
 SETTLE_SECONDS = 0.2
-# The scope key under which harbor_site.asgi hands a socket the server's own `send`: frames go
-# there directly, past Channels' session wrapper of send (nothing to save on a socket, and
-# checked on every call: a seventh of a fan-out to 2,000 sockets).
-SERVER_SEND = "harbor.server_send"
 # How long a socket behind the head waits for pushes this process is still handing over
 # before it reads the rest itself (bounded: a push may have been lost among them).
 BEHIND_PATIENCE_SECONDS = 5.0
@@ -165,10 +161,7 @@ def _still_signed_in(signed: SignedIn, user: User) -> bool:
         return False
     if constant_time_compare(signed[1], user.get_session_auth_hash()):
         return True
-    return any(
-        constant_time_compare(signed[1], user._get_session_auth_hash(secret=secret))  # type: ignore[attr-defined]  # as get_user
-        for secret in settings.SECRET_KEY_FALLBACKS
-    )
+    return any(constant_time_compare(signed[1], fallback) for fallback in user.get_session_auth_fallback_hash())
 
 
 def _read_many(reads: list[Read]) -> list[ReadResult]:
@@ -385,23 +378,23 @@ def rendered(
 
 
 class EventsConsumer(AsyncJsonWebsocketConsumer):
+    # No channel of its own in the layer (an alias with no layer configured: Channels then
+    # reads only the client): pushes come from the process's Hub straight to
+    # `pushed_message`, and the Tail's quiet spells and outages come as ticks (`_tick`), so
+    # a Redis restart turns into polling instead of ending the socket.
+    channel_layer_alias = "harbor.hub-only"
     tail: Tail | None = None
     pump: asyncio.Task | None = None
+    ticker: asyncio.Task | None = None
     holder: int | None = None  # the user whose count of open sockets this one is in
 
-    @property
-    def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
-        return self._next_message
-
-    @channel_receive.setter
-    def channel_receive(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
-        # Pushes come from the process's Hub straight to `pushed`; Channels' own loop sees
-        # only the Tail's quiet spells and outages (as ticks), so a Redis restart turns into
-        # polling instead of ending the socket.
-        self.tail = Tail(listening_on(self.channel_layer), self.channel_name, handler=self.pushed_message)
+    async def _tick(self) -> None:
+        """The Tail's quiet spells and outages, dispatched as Channels dispatches a message."""
+        while True:
+            await self.dispatch(await self._next_message())
 
     async def _next_message(self) -> dict:
-        assert self.tail is not None  # set with channel_receive, before any message
+        assert self.tail is not None  # set by connect, before the ticks start
         # Jittered, then aligned to the next whole RECHECK_SLOT_SECONDS: the sockets due in
         # one slot re-check together, in one batch of reads (_Reads).
         due = time.time() + self._recheck_seconds() * random.uniform(0.5, 1.0)
@@ -430,7 +423,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self.dispatch(message)
 
     async def _send_frame(self, text: str) -> None:
-        await self.server_send({"type": "websocket.send", "text": text})
+        await self.send(text_data=text)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -464,16 +457,18 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self._refuse(plan["close"])
             return
         self.user_id, self.tenant_id, self.run_id = user.pk, plan["tenant"], run_id
-        self.server_send = self.scope.get(SERVER_SEND, self.base_send)
         self.recheck_seconds = self._recheck_seconds()  # once per socket, not from settings per push
         self.tenant_slug, self.viewer = plan["slug"], plan["viewer"]
         self.sending = asyncio.Lock()  # one sender at a time: the log reader or a pushed batch
         self.checked_at = time.monotonic()
         self.pushed = 0  # batches delivered from pushes since the last read of the log
-        self.settle_after = max(1, self.channel_layer.get_capacity(self.channel_name) // 2)
+        layer = get_channel_layer()
+        assert layer is not None  # settings.CHANNEL_LAYERS
+        name = f"ws.{id(self):x}"  # for the logs
+        self.settle_after = max(1, layer.get_capacity(name) // 2)
         self.settle: asyncio.TimerHandle | None = None
+        self.tail = Tail(listening_on(layer), name, handler=self.pushed_message)
         # Join before taking the cursor: anything committed meanwhile is read from the log.
-        assert self.tail is not None
         # A run page listens to its tenant too and keeps only its run's events.
         await self.tail.join(events.tenant_group(self.tenant_id), events.user_group(user.pk))
         await self.accept()
@@ -486,6 +481,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         self.recheck = True  # the next read re-checks the person (the first; a tick), else only when due
         self.wake.set()
         self.pump = asyncio.create_task(self._pump())
+        self.ticker = asyncio.create_task(self._tick())
 
     async def _refuse(self, code: int) -> None:
         """Accept, then close with the reason: a handshake refused before its accept reaches a
@@ -500,8 +496,9 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             if not _open_by_user[self.holder]:
                 del _open_by_user[self.holder]
             self.holder = None
-        if self.pump is not None:
-            self.pump.cancel()
+        for task in (self.ticker, self.pump):
+            if task is not None:
+                task.cancel()
         settle = getattr(self, "settle", None)
         if settle is not None:
             settle.cancel()

@@ -118,8 +118,8 @@ def test_a_join_returns_once_redis_has_the_subscription(own_redis):
 
 
 def test_the_first_push_after_a_redis_restart_arrives(own_redis):
-    """Redis sends no replies on the publishing connection, so a restart is noticed by the
-    close it left there, before the next write: that push goes on a new connection."""
+    """A restart leaves the publishing connection closed: the client's pool notices before
+    its next use, and that push goes on a new connection."""
     pubsub.publish(own_redis, [("tenant.1", {"n": 1})])  # the connection is open
     port = int(own_redis.rsplit(":", 1)[1].split("/")[0])
     server = Redis()
