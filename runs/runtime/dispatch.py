@@ -20,6 +20,7 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+import outbox
 from approvals.domain.services import pause_sweep_overdue
 from runs.models import Run
 
@@ -71,9 +72,11 @@ def ready_runs() -> QuerySet[Run]:
 
 
 def sweep() -> None:
-    """Periodic: expire overdue pauses. Runs whose worker died become claimable when their
-    lease expires; the wake-up after the sweep picks them up."""
+    """Periodic: expire overdue pauses, and deliver what the outbox owes whose retry is due.
+    Runs whose worker died become claimable when their lease expires; the wake-up after the
+    sweep picks them up."""
     pause_sweep_overdue()
+    outbox.deliver_due()
     handles.reap_ended()
     if ready_ids(limit=1):
         wake_now()
