@@ -28,7 +28,7 @@ from typing import Protocol
 import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.test import Client, override_settings
+from django.test import Client
 
 from approvals.web.views import INBOX_EVENT_TYPES
 from runs.domain import selectors
@@ -315,9 +315,8 @@ def _seed_log(count: int) -> int:
     """Acme's log grown to at least `count` events (pending runs: nothing drains them here);
     how many it holds."""
     alice = caller_resolve(tenant="acme", user="alice", session="bench")
-    with override_settings(HARBOR_HANDOFF=False):  # left pending, not handed to a worker of this process
-        while selectors.events_head(tenant_id=alice.tenant.pk) < count:
-            run_start(caller=alice, query="x", agent_id=ONE_GATE)
+    while selectors.events_head(tenant_id=alice.tenant.pk) < count:
+        run_start(caller=alice, query="x", agent_id=ONE_GATE)
     return selectors.events_head(tenant_id=alice.tenant.pk)
 
 

@@ -23,7 +23,7 @@ from harbor_site import asgi  # sets Django up: the imports below need the app r
 harbor = asgi.application
 
 from approvals.domain.services import pause_park  # noqa: E402
-from runs.domain import events  # noqa: E402
+from runs.domain import events, push  # noqa: E402
 from runs.domain.services import run_start  # noqa: E402
 from runs.domain.transitions import move  # noqa: E402
 from runs.identity.callers import caller_resolve  # noqa: E402
@@ -37,27 +37,26 @@ PARK_PATH = "/__bench__/park"  # ?run=<id>: a pause on it, alone in its transact
 BURST_PATH = "/__bench__/burst"  # a run of the one-gate agent up to its pause
 
 _committed: dict[str, tuple[int, float]] = {}  # run -> its pause.requested event's sequence, when pushed
-_push = events._push
+_push = push.push
 
 
-def _timed_push(tenant_id: int, written: list[events.Written]) -> None:
+def _timed_push(tenant_id: int, written: list[push.Pushed]) -> None:
     now = time.monotonic()
-    for event in written:
+    for event, _ in written:
         if event.type == events.PAUSE_REQUESTED:
             _committed[event.run_id] = (event.sequence, now)
     _push(tenant_id, written)
 
 
-events._push = _timed_push
+push.push = _timed_push  # the commit's own push: events look it up as they are numbered
 
 
 STARTERS = {"acme": "alice", "globex": "gina"}
 
 
 def _start(tenant: str = "acme") -> dict:
-    # Left pending for `park` (a start hands its run to a worker of this process otherwise),
-    # and claimed by `burst`'s drain as a worker's look would.
-    settings.HARBOR_EXECUTOR, settings.HARBOR_HANDOFF = "manual", False
+    # Left pending for `park`, and claimed by `burst`'s drain as a worker's look would.
+    settings.HARBOR_EXECUTOR = "manual"
     caller = caller_resolve(tenant=tenant, user=STARTERS[tenant], session="bench")
     run, _ = run_start(caller=caller, query="x", agent_id=ONE_GATE)
     return {"run": run.pk}
@@ -65,7 +64,7 @@ def _start(tenant: str = "acme") -> dict:
 
 def _park(run_id: str) -> dict:
     with events.atomic():
-        run = Run.objects.select_related("owner").select_for_update().get(pk=run_id)
+        run = Run.objects.select_related("tenant", "owner").select_for_update().get(pk=run_id)
         move(run, RunStatus.RUNNING)
         pause_park(run=run, cause="hitl_approval", reason="bench", payload={}, step=1, tool="launch")
     return _timed(run_id)

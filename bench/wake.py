@@ -208,7 +208,7 @@ def http_rows(
     url = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     alone, alone_cpu = _requests_alone(
-        caller, approvals, url, port, scratch, {**env, "HARBOR_EXECUTOR": "manual", "HARBOR_HANDOFF": "0"}, headers
+        caller, approvals, url, port, scratch, {**env, "HARBOR_EXECUTOR": "manual"}, headers
     )
     processes = [start_daphne("harbor_site.asgi:application", port, scratch / "bench-daphne.log", env)]
     if production:
