@@ -109,7 +109,7 @@ def emit(*, run: Run, type: str, payload: EventPayload, pause: "Pause | None" = 
         payload=stored,
         occurred_at=timezone.now(),
     )
-    event.save(force_insert=True)
+    event.pk = sql.insert_event(event)
     unit = _unit.get()
     if unit is not None:
         unit.written.append((event, pause))

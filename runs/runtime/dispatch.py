@@ -16,16 +16,13 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.db import close_old_connections
-from django.db.models import Count, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 import outbox
 from approvals.domain.services import pause_sweep_overdue
-from runs.models import Run
+from runs.domain import sql
 
 from . import handles, loop
-from .lease import claimable
 from .wake import register, wake_now
 
 log = logging.getLogger("harbor.runtime")
@@ -36,39 +33,21 @@ def drain(*, limit: int | None = None) -> int:
     none is left (or `limit` steps): the number of steps taken."""
     steps = 0
     while limit is None or steps < limit:
-        # The first one claimed takes its step.
-        if not any(loop.advance(pk) for pk in ready_ids()):
+        left = None if limit is None else limit - steps
+        # The first one claimed takes its steps.
+        taken = next((taken for pk in ready_ids() if (taken := loop.advance(pk, steps=left))), 0)
+        if not taken:
             break
-        steps += 1
+        steps += taken
     return steps
 
 
 def ready_ids(limit: int = 20) -> list[str]:
-    """The first `limit` of `ready_runs()`."""
-    return list(ready_runs().values_list("pk", flat=True)[:limit])
-
-
-def ready_runs() -> QuerySet[Run]:
-    """Claimable runs in dispatch order (priority, then the longest waiting), leaving out
-    tenants already at their share of workers (HARBOR_TENANT_MAX_RUNNING steps in flight), so
-    one busy tenant cannot hold every worker. The share is soft: workers claiming at the same
-    instant may overshoot it by one each. It walks the partial index of ready runs
-    (run_ready_order), and per candidate's tenant the few leased runs (run_leased)."""
-    now = timezone.now()
-    in_flight = (
-        Run.objects.filter(tenant=OuterRef("tenant"), lease_expires_at__gte=now)
-        .exclude(lease_owner="")
-        .order_by()
-        .values("tenant")
-        .annotate(count=Count("pk"))
-        .values("count")
-    )
-    return (
-        Run.objects.filter(claimable(now))
-        .annotate(in_flight=Coalesce(Subquery(in_flight), 0))
-        .filter(in_flight__lt=settings.HARBOR_TENANT_MAX_RUNNING)
-        .order_by("-priority", "queued_at")
-    )
+    """Claimable runs in the order workers take them: priority, then the longest waiting,
+    leaving out tenants already at their share of workers (HARBOR_TENANT_MAX_RUNNING steps in
+    flight), so one busy tenant cannot hold every worker. The share is soft: workers claiming
+    at the same instant may overshoot it by one each."""
+    return sql.ready_run_ids(timezone.now(), settings.HARBOR_TENANT_MAX_RUNNING, limit)
 
 
 def sweep() -> None:

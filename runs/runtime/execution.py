@@ -7,13 +7,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
+from django.utils import timezone
 
-from runs.domain import events
+from runs.domain import events, sql
 from runs.domain.connection_loss import once_more_if_lost, was_lost
 from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 from runs.domain.event_types import ToolCompleted, ToolFailed, tool_pause_companion
-from runs.domain.transitions import run_fail
+from runs.domain.transitions import run_fail, save_run
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
 from .lease import Landed, Lease, LeaseLost, give_back
@@ -37,8 +39,9 @@ class Call:
     attempt: ToolCall
 
 
-def execute(lease: Lease, call: Call) -> None:
-    """Run the tool body outside any transaction, then record what happened."""
+def execute(lease: Lease, call: Call) -> Run | None:
+    """Run the tool body outside any transaction, then record what happened: the run as the
+    record left it when this worker goes on with it (no other run waits its turn), else None."""
     ctx, attempt = call.ctx, call.attempt
     ctx.idempotency_key = attempt.idempotency_key
     ctx.fence = lease.fence
@@ -63,16 +66,19 @@ def execute(lease: Lease, call: Call) -> None:
                 on_park=pause.on_park,
             )
 
-        _record(lease, call, ToolCallOutcome.PAUSED, park_signalled)
+        return _record(lease, call, ToolCallOutcome.PAUSED, park_signalled)
     except LeaseLost:
         settle_attempt(attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
         raise
     except Interrupted:
         # Not recorded: the run's next boundary applies the hard cancel.
         settle_attempt(attempt, ToolCallOutcome.INTERRUPTED)
+        return None
     except ErrToolContextLost as lost:
         message = lost.message
-        _record(lease, call, ToolCallOutcome.FAILED, lambda run: _failed(run, FailureCode.TOOL_CONTEXT_LOST, message))
+        return _record(
+            lease, call, ToolCallOutcome.FAILED, lambda run: _failed(run, FailureCode.TOOL_CONTEXT_LOST, message)
+        )
     except Exception as error:
         if was_lost(error):
             # The database's connection, not the tool (the body's own query found it gone):
@@ -90,30 +96,35 @@ def execute(lease: Lease, call: Call) -> None:
             )
             return _failed(run, FailureCode.RUNTIME_ERROR, message)
 
-        _record(lease, call, ToolCallOutcome.FAILED, failed, message)
-    else:
-        _record(lease, call, ToolCallOutcome.COMPLETED, lambda run: _checkpoint(run, call, result))
+        return _record(lease, call, ToolCallOutcome.FAILED, failed, message)
+    return _record(lease, call, ToolCallOutcome.COMPLETED, lambda run: _checkpoint(run, call, result))
 
 
-def _record(lease: Lease, call: Call, outcome: str, apply: Outcome, error: str = "") -> None:
+def _record(lease: Lease, call: Call, outcome: str, apply: Outcome, error: str = "") -> Run | None:
     """Record an attempt's outcome, only if this worker still holds the run and the attempt
-    is still the step's live one (the fence). Made again after a lost connection: a record
-    that landed finds its attempt settled, and the body is never run twice for it."""
+    is still the step's live one (the fence); then the run goes on with this worker while no
+    other run waits its turn, else it is given back. Made again after a lost connection: a
+    record that landed finds its attempt settled, and the body is never run twice for it."""
 
-    def record(run: Run) -> None:
+    def record(run: Run) -> Run | None:
         if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != call.step:
             settle_attempt(call.attempt, ToolCallOutcome.FENCED, f"the run moved on (it is {run.status})")
-            return
+            return None
         if not settle_attempt(call.attempt, outcome, error):
             raise LeaseLost(lease.run_id)  # another worker took the step over and marked it lost
-        if apply(run):
+        if not apply(run):
+            return None
+        if sql.gives_way(run, timezone.now(), settings.HARBOR_TENANT_MAX_RUNNING):
             give_back(run)
+            return None
+        save_run(run)
+        return run
 
-    def landed(run: Run) -> Landed[None] | None:
+    def landed(run: Run) -> Landed[Run | None] | None:
         return None if outcome_of(call.attempt) == ToolCallOutcome.RUNNING else Landed(None)
 
     try:
-        lease.transact(record, landed)
+        return lease.transact(record, landed)
     except LeaseLost:
         settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
         raise

@@ -66,13 +66,18 @@ class Boundary:
 Next = Boundary | Call | None  # what a transaction leaves to do: ask, call, or stop
 
 
-def advance(run_id: str, worker: str | None = None) -> bool:
-    """Take one step of the run if it is claimable: whether this worker took it."""
+def advance(run_id: str, worker: str | None = None, *, steps: int | None = None) -> int:
+    """Take the run if it is claimable, and its steps while no other run waits its turn (at
+    most `steps`): how many steps this worker took."""
     lease = Lease(run_id, worker or new_worker_id())
     if not once_more_if_lost(lease.claim):
-        return False
+        return 0
+    taken = 0
     try:
-        _step(lease)
+        held = None
+        while taken == 0 or (held is not None and (steps is None or taken < steps)):
+            taken += 1
+            held = _step(lease, held)
     except LeaseLost:
         log.warning("run %s: worker %s lost its lease; the new holder goes on", run_id, lease.worker)
     except (OperationalError, InterfaceError) as error:
@@ -89,21 +94,37 @@ def advance(run_id: str, worker: str | None = None) -> bool:
         except (OperationalError, InterfaceError):
             log.warning("run %s: its lease could not be released; it lapses", run_id)
             _drop_connection()
-    return True
+    return taken
 
 
-def _step(lease: Lease) -> None:
+def _step(lease: Lease, held: Run | None) -> Run | None:
+    """One step of the run: `held`, the run as this worker's last step left it (None: read
+    it under its lock). The run as this step left it when the worker goes on with it."""
     attempt_id = new_ulid()  # the key of the attempt this step may open, made before any try
     landed = partial(_landed, lease, attempt_id)
-    step = lease.transact(partial(_boundary, lease, attempt_id), landed)
+    step: Next = _planners_turn(held) if held is not None else None
+    if step is None:
+        step = lease.transact(partial(_boundary, lease, attempt_id), landed)
     asks = 0
     while isinstance(step, Boundary) and asks < MAX_ASKS_PER_STEP:
         asks += 1
         with lease.heartbeat():
             decision = get_agent(step.agent_id).planner().decide(step.view)
         step = lease.transact(partial(_dispatch, lease, step, decision, attempt_id), landed)
-    if isinstance(step, Call):
-        execute(lease, step)
+    return execute(lease, step) if isinstance(step, Call) else None
+
+
+def _planners_turn(run: Run) -> Boundary | None:
+    """The planner's turn on the run as this worker's last step committed it, when nothing
+    needs its lock first (no steering waits, no call is pending): the dispatch re-checks under
+    the lock what came meanwhile. None: the boundary is taken under the lock."""
+    if run.status != RunStatus.RUNNING or run.steering_pending or run.checkpoint.get("pending_call") is not None:
+        return None
+    try:
+        ctx = ToolContext.restore(run.pk, run.checkpoint.get("tool_context"))
+    except ErrToolContextLost:
+        return None
+    return _planner_view(run, ctx)
 
 
 def _drop_connection() -> None:
@@ -164,12 +185,17 @@ def _boundary(lease: Lease, attempt_id: str, run: Run) -> Next:
     except ErrToolContextLost as lost:
         run_fail(run, FailureCode.TOOL_CONTEXT_LOST, lost.message)
         return None
+    pending = run.checkpoint.get("pending_call")
+    if pending is not None:
+        ctx.resumed = run.checkpoint.get("resolution")
+        return _call(lease, run, ctx, run.checkpoint.get("step", 0), pending, attempt_id)
+    return _planner_view(run, ctx)
+
+
+def _planner_view(run: Run, ctx: ToolContext) -> Boundary:
     checkpoint = run.checkpoint
     step = checkpoint.get("step", 0)
     ctx.resumed = checkpoint.get("resolution")
-    pending = checkpoint.get("pending_call")
-    if pending is not None:
-        return _call(lease, run, ctx, step, pending, attempt_id)
     view = PlannerView(
         run_id=run.pk,
         goal=run.goal,
