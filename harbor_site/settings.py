@@ -15,7 +15,6 @@ from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
-from psycopg_pool import ConnectionPool
 
 from harbor_site.owner_files import write_once
 
@@ -144,14 +143,14 @@ else:
     # behind per thread. The pool bounds what one process holds.
     # Checked as the pool hands it out (psycopg_pool's own check, one empty query): a
     # connection the server dropped meanwhile (its restart, a failover, an idle timeout on the
-    # way) is replaced, not handed to a request or a step.
-    DATABASES = {"default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0))}
+    # way) is replaced, not handed to a request or a step. Django gives the pool that check
+    # when CONN_HEALTH_CHECKS is on, and refuses a "check" of the pool options beside its own.
+    DATABASES = {"default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True))}
     DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": int(os.environ.get("HARBOR_DB_POOL_MIN", "1")),
         "max_size": int(os.environ.get("HARBOR_DB_POOL_MAX", "20")),
         "timeout": float(os.environ.get("HARBOR_DB_POOL_TIMEOUT", "10")),
-        "check": ConnectionPool.check_connection,
     }
     # The live streams listen on Redis pub/sub (runs.domain.pubsub): a commit's push is one
     # PUBLISH, and a process that dies leaves no membership behind.
