@@ -186,10 +186,11 @@ def _boundary(lease: Lease, attempt_id: str, run: Run) -> Next:
 def _dispatch(lease: Lease, boundary: Boundary, decision: Decision, attempt_id: str, run: Run) -> Next:
     """Act on the planner's decision (run lock held), unless the run moved on meanwhile;
     steering that arrived while the planner thought is applied first, and the planner asked
-    again."""
+    again. So is it if steering changed what the planner saw: an earlier try of this
+    transaction, whose answer was lost, applied it."""
     if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != boundary.step:
         return None
-    if run.steering_pending:
+    if run.steering_pending or _unseen(boundary.view, run):
         return _boundary(lease, attempt_id, run)
     step, ctx = boundary.step, boundary.ctx
     events.emit(run=run, type=events.PLANNER_DECISION, payload=PlannerDecision(Step=step, Decision=describe(decision)))
@@ -209,6 +210,11 @@ def _dispatch(lease: Lease, boundary: Boundary, decision: Decision, attempt_id: 
         return None
     pending = {"tool": decision.tool, "args": decision.args, "step": step, "attempts": 0}
     return _call(lease, run, ctx, step, pending, attempt_id)
+
+
+def _unseen(view: PlannerView, run: Run) -> bool:
+    """Whether steering applied since the planner was asked changed what it sees."""
+    return (view.goal, view.context, view.messages) != (run.goal, run.context, run.messages)
 
 
 def _call(lease: Lease, run: Run, ctx: ToolContext, step: int, pending: dict[str, Any], attempt_id: str) -> Next:

@@ -411,3 +411,46 @@ def test_an_approved_deploy_to_production_whose_dispatch_answer_is_lost_runs_onc
     assert deployed == [{"build": "42", "environment": "production"}]
     assert ledger(finished) == [(0, 1, "completed"), (1, 1, "completed")]
     assert_the_audit_holds(finished)
+
+
+@pytest.fixture
+def steered_while_thinking(people_tx):
+    """Agent `thinking`: while its planner first thinks, context is injected; each call it
+    makes carries how much context its planner had seen."""
+    seen: list[int] = []
+
+    class Planner:
+        def decide(self, view):
+            seen.append(len(view.context))
+            if len(seen) == 1:
+                run_id = view.run_id
+                steering_submit(
+                    caller=people_tx.caller("alice"), run_id=run_id, method="inject_context", payload={"hint": "h"}
+                )
+            return Finish("done") if view.history else CallTool("work", {"seen": len(view.context)})
+
+    register_agent(
+        Agent(id="thinking", description="test", planner=Planner, tools={"work": Tool("work", lambda a, c: a)})
+    )
+    yield seen
+    unregister_agent("thinking")
+
+
+@pytest.mark.parametrize("when", WHENS)
+def test_steering_applied_by_a_dispatch_whose_connection_is_lost_is_seen_by_the_planner_before_it_calls(
+    people_tx, steered_while_thinking, when: When
+):
+    """The dispatch met steering that arrived while the planner thought: it applied it and
+    asks the planner again. Made again after a lost answer, it must not act on the answer
+    given before the steering, as if the steering had not been applied."""
+    run = run_start(caller=people_tx.caller("alice"), query="think", agent_id="thinking")[0]
+    fault = LoseConnection(when, wrote='UPDATE "runs_steeringinstruction"')
+    with fault.armed():
+        go_on()
+    struck(fault, 'UPDATE "runs_steeringinstruction"')
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETE
+    assert [entry["args"] for entry in run.checkpoint["history"]] == [{"seen": 1}]
+    assert steered_while_thinking == [0, 1, 1]
+    assert len(events(run, "context.injected")) == 1
+    assert_the_audit_holds(run)
