@@ -35,7 +35,7 @@ from runs.domain.transitions import move, run_complete, run_fail, save_run
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
 from .execution import Call, execute
-from .lease import Landed, Lease, LeaseLost, locked
+from .lease import READY, Landed, Lease, LeaseLost, locked
 from .ledger import lose_dead_attempt, open_attempt
 from .parking import park, park_for_gate, park_for_operator
 from .planner import Decision, Finish, PlannerView, RequestPause, describe
@@ -132,7 +132,7 @@ def _landed(lease: Lease, attempt_id: str, run: Run) -> Landed[Next] | None:
     attempt = ToolCall.objects.filter(pk=attempt_id).first()
     if attempt is not None:
         return Landed(_call_of(run, attempt) if attempt.outcome == ToolCallOutcome.RUNNING else None)
-    if run.status != RunStatus.RUNNING or run.lease_owner != lease.worker:
+    if run.status not in READY or run.lease_owner != lease.worker:
         return Landed(None)
     return None
 

@@ -86,10 +86,10 @@ def api(people_tx, settings) -> Api:
     return Api()
 
 
-def go_on() -> None:
+def go_on() -> int:
     """The workers carry on until nothing is ready, as Celery's dispatch task does (a look
-    that meets a lost connection looks once more on a new one)."""
-    tasks.dispatch()
+    that meets a lost connection looks once more on a new one): the steps taken."""
+    return tasks.dispatch()
 
 
 def start(people, **kwargs) -> Run:
@@ -205,8 +205,9 @@ def test_a_claim_whose_connection_is_lost_takes_the_step_once(people_tx, bodies,
     run = start(people_tx)
     fault = LoseConnection(when, wrote='UPDATE "runs_run"')
     with fault.armed():
-        go_on()
+        steps = go_on()
     struck(fault, 'UPDATE "runs_run" SET "lease_owner"')
+    assert steps == 2  # its worker went on with the step it claimed: `check`'s, then the gate's
     approve(people_tx, run)
     go_on()
     assert_launched_once(run, bodies)
