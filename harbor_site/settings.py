@@ -141,9 +141,10 @@ else:
     # A connection pool per process (psycopg's), not persistent connections: under ASGI each
     # request runs on a thread of its own, and CONN_MAX_AGE would leave one idle connection
     # behind per thread. The pool bounds what one process holds.
-    # Checked as the pool hands it out (CONN_HEALTH_CHECKS: Django gives the pool psycopg_pool's
-    # own check, one empty query): a connection the server dropped meanwhile (its restart, a
-    # failover, an idle timeout on the way) is replaced, not handed to a request or a step.
+    # Checked as the pool hands it out (psycopg_pool's own check, one empty query): a
+    # connection the server dropped meanwhile (its restart, a failover, an idle timeout on the
+    # way) is replaced, not handed to a request or a step. Django gives the pool that check
+    # when CONN_HEALTH_CHECKS is on, and refuses a "check" of the pool options beside its own.
     DATABASES = {"default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True))}
     DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {

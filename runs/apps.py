@@ -6,6 +6,7 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from harbor_site.compat import psycopg_pool
         from runs import tasks
         from runs.runtime import (
             agents,  # noqa: F401  (registers the built-in agents and tools)
@@ -14,5 +15,6 @@ class RunsConfig(AppConfig):
         )
         from runs.web import access  # noqa: F401  (a logout closes that session's live streams)
 
+        psycopg_pool.install()  # a pool whose connections were all dropped hands out a live one at once
         dispatch.register_wakers()
         wake.register("celery", tasks.wake_a_worker)

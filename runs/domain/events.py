@@ -122,7 +122,7 @@ def _number(written: list[push.Pushed]) -> None:
     tenants), and push them once the transaction commits. Events a rolled-back savepoint took
     with it are no longer there, and get no number."""
     by_tenant: dict[int, list[push.Pushed]] = {}
-    for event, pause in written:
+    for event, pause in _latest(written):
         by_tenant.setdefault(event.tenant_id, []).append((event, pause))
     for tenant_id in sorted(by_tenant):
         events = by_tenant[tenant_id]
@@ -132,3 +132,13 @@ def _number(written: list[push.Pushed]) -> None:
             event.sequence = numbered[event.pk]
         if kept:
             transaction.on_commit(partial(push.push, tenant_id, kept))
+
+
+def _latest(written: list[push.Pushed]) -> list[push.Pushed]:
+    """Of the events written under one id, the last (in the order written): SQLite gives
+    the ids of rows a rolled-back savepoint took to the next rows inserted, so an earlier
+    event under the same id is one the savepoint took."""
+    latest: dict[int, push.Pushed] = {}
+    for event, pause in reversed(written):
+        latest.setdefault(event.pk, (event, pause))
+    return list(reversed(latest.values()))

@@ -5,13 +5,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from approvals.domain import refusals
 from approvals.domain.services import parked_by_operator, pause_decide, pause_decision_refused
 from approvals.domain.tokens import token_digest
 from runs.domain import events
+from runs.domain.connection_loss import was_lost
 from runs.domain.errors import (
     HarborError,
     IdentityScopeRequired,
@@ -352,11 +353,19 @@ def _narrate_rejection(caller: Caller, run_id: object, method: str, error: Harbo
     was rolled back."""
     if not isinstance(run_id, str):
         return
-    with events.atomic():
-        # Run lock first, as everywhere: writing an event for a run while another
-        # transaction holds that run would otherwise deadlock on the tenant's cursor.
-        run = _locked_run(caller, run_id)
-        if run is None or not can_view_run(caller, run):
-            return
-        narrate_control(run, events.CONTROL_RECEIVED, method, "received")
-        narrate_control(run, events.CONTROL_REJECTED, method, "rejected", error.code)
+    try:
+        with events.atomic():
+            # Run lock first, as everywhere: writing an event for a run while another
+            # transaction holds that run would otherwise deadlock on the tenant's cursor.
+            run = _locked_run(caller, run_id)
+            if run is None or not can_view_run(caller, run):
+                return
+            narrate_control(run, events.CONTROL_RECEIVED, method, "received")
+            narrate_control(run, events.CONTROL_REJECTED, method, "rejected", error.code)
+    except (OperationalError, InterfaceError) as lost:
+        if not was_lost(lost):
+            raise
+        # The narration may have landed: the refusal is still the answer (answered again,
+        # the request would narrate it twice).
+        log.warning("run %s: the narration of a refused %s was lost with its connection (%s)", run_id, method, lost)
+        connection.close()

@@ -35,7 +35,7 @@ from runs.domain.transitions import move, run_complete, run_fail, save_run
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
 from .execution import Call, execute
-from .lease import Landed, Lease, LeaseLost, locked
+from .lease import READY, Landed, Lease, LeaseLost, locked
 from .ledger import lose_dead_attempt, open_attempt
 from .parking import park, park_for_gate, park_for_operator
 from .planner import Decision, Finish, PlannerView, RequestPause, describe
@@ -153,7 +153,7 @@ def _landed(lease: Lease, attempt_id: str, run: Run) -> Landed[Next] | None:
     attempt = ToolCall.objects.filter(pk=attempt_id).first()
     if attempt is not None:
         return Landed(_call_of(run, attempt) if attempt.outcome == ToolCallOutcome.RUNNING else None)
-    if run.status != RunStatus.RUNNING or run.lease_owner != lease.worker:
+    if run.status not in READY or run.lease_owner != lease.worker:
         return Landed(None)
     return None
 
@@ -212,10 +212,11 @@ def _planner_view(run: Run, ctx: ToolContext) -> Boundary:
 def _dispatch(lease: Lease, boundary: Boundary, decision: Decision, attempt_id: str, run: Run) -> Next:
     """Act on the planner's decision (run lock held), unless the run moved on meanwhile;
     steering that arrived while the planner thought is applied first, and the planner asked
-    again."""
+    again. So is it if steering changed what the planner saw: an earlier try of this
+    transaction, whose answer was lost, applied it."""
     if run.status != RunStatus.RUNNING or run.checkpoint.get("step", 0) != boundary.step:
         return None
-    if run.steering_pending:
+    if run.steering_pending or _unseen(boundary.view, run):
         return _boundary(lease, attempt_id, run)
     step, ctx = boundary.step, boundary.ctx
     events.emit(run=run, type=events.PLANNER_DECISION, payload=PlannerDecision(Step=step, Decision=describe(decision)))
@@ -235,6 +236,11 @@ def _dispatch(lease: Lease, boundary: Boundary, decision: Decision, attempt_id: 
         return None
     pending = {"tool": decision.tool, "args": decision.args, "step": step, "attempts": 0}
     return _call(lease, run, ctx, step, pending, attempt_id)
+
+
+def _unseen(view: PlannerView, run: Run) -> bool:
+    """Whether steering applied since the planner was asked changed what it sees."""
+    return (view.goal, view.context, view.messages) != (run.goal, run.context, run.messages)
 
 
 def _call(lease: Lease, run: Run, ctx: ToolContext, step: int, pending: dict[str, Any], attempt_id: str) -> Next:
