@@ -15,6 +15,10 @@ from django.db.models import Field
 from runs.models import Event, Run, RunStatus, Tenant
 
 
+def _table(model: type[Any]) -> str:
+    return transaction.get_connection().ops.quote_name(model._meta.db_table)
+
+
 def _columns(model: type[Any], *names: str) -> list[str]:
     quote = transaction.get_connection().ops.quote_name
     return [quote(field.column) for name in names if isinstance(field := model._meta.get_field(name), Field)]
@@ -35,7 +39,7 @@ def insert_event(event: Event) -> int:
     ]
     marks = ", ".join(["%s"] * len(values))
     with conn.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {Event._meta.db_table} ({columns}) VALUES ({marks}) RETURNING id", values)
+        cursor.execute(f"INSERT INTO {_table(Event)} ({columns}) VALUES ({marks}) RETURNING id", values)
         (event_id,) = cursor.fetchone()
     return event_id
 
@@ -56,7 +60,7 @@ def number_events(tenant_id: int, event_ids: list[int]) -> dict[int, int]:
     _bump(tenant_id, len(kept) - len(event_ids))
     numbers = {pk: first + offset for offset, pk in enumerate(kept)}
     with transaction.get_connection().cursor() as cursor:  # no transient clash with the unique sequence
-        cursor.execute(f"UPDATE {Event._meta.db_table} SET sequence = NULL WHERE id IN ({_marks(kept)})", kept)
+        cursor.execute(f"UPDATE {_table(Event)} SET sequence = NULL WHERE id IN ({_marks(kept)})", kept)
     _set_sequences(numbers)
     return numbers
 
@@ -65,8 +69,7 @@ def _bump(tenant_id: int, count: int) -> int:
     """Move the tenant's cursor by `count`; the first sequence of the `count` it made room for."""
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Tenant._meta.db_table} SET event_sequence = event_sequence + %s WHERE id = %s"
-            " RETURNING event_sequence",
+            f"UPDATE {_table(Tenant)} SET event_sequence = event_sequence + %s WHERE id = %s RETURNING event_sequence",
             [count, tenant_id],
         )
         (last,) = cursor.fetchone()
@@ -81,7 +84,7 @@ def _set_sequences(numbers: dict[int, int]) -> int:
     params: list[object] = [value for pair in numbers.items() for value in pair]
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Event._meta.db_table} SET sequence = CASE id {cases} END WHERE id IN ({_marks(numbers)})",
+            f"UPDATE {_table(Event)} SET sequence = CASE id {cases} END WHERE id IN ({_marks(numbers)})",
             [*params, *numbers],
         )
         return cursor.rowcount
