@@ -17,9 +17,12 @@ def call_key(run_id: str, step: int) -> str:
 def open_attempt(run: Run, tool: Tool, step: int, worker: str, attempt_id: str) -> ToolCall:
     """A new ledger row for this execution of the run's pending call (run lock held), with
     the key the worker made for it (`attempt_id`), numbered after the step's earlier
-    attempts. An earlier one still marked running had a worker that died (we hold the lease
-    it lost): it is marked lost."""
-    earlier = ToolCall.objects.filter(run=run, step=step).aggregate(last=Max("attempt"))["last"] or 0
+    attempts, which the pending call counts in the checkpoint (written with each attempt, under
+    the same lock; a call checkpointed before it kept a count is numbered from the ledger). An
+    earlier one still marked running had a worker that died (we hold the lease it lost): it
+    is marked lost."""
+    pending = run.checkpoint.get("pending_call") or {}
+    earlier = pending["attempts"] if "attempts" in pending else _last_attempt(run, step)
     if earlier:
         lose_dead_attempt(run, step, earlier)
     attempt = ToolCall(
@@ -34,6 +37,10 @@ def open_attempt(run: Run, tool: Tool, step: int, worker: str, attempt_id: str) 
     )
     attempt.save(force_insert=True)
     return attempt
+
+
+def _last_attempt(run: Run, step: int) -> int:
+    return ToolCall.objects.filter(run=run, step=step).aggregate(last=Max("attempt"))["last"] or 0
 
 
 def lose_dead_attempt(run: Run, step: int, attempt: int) -> None:
