@@ -4,7 +4,7 @@ counts steps in flight. Driven by the embedded default's own worker pool (thread
 `bin/run` serves it."""
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -16,19 +16,30 @@ from runs.runtime import dispatch
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def pool(settings):
-    """The embedded pool, four workers and a tenant share of three, as the embedded default."""
+def embedded_pool(settings, workers: int) -> Iterator[dispatch._LocalPool]:
     settings.HARBOR_EXECUTOR = "thread"
-    settings.HARBOR_LOCAL_WORKERS, settings.HARBOR_TENANT_MAX_RUNNING = 4, 3
+    settings.HARBOR_LOCAL_WORKERS, settings.HARBOR_TENANT_MAX_RUNNING = workers, max(1, workers - 1)
     settings.HARBOR_TICK_SECONDS = 0.5
-    running = dispatch._LocalPool(4, interval=0.2)
+    running = dispatch._LocalPool(workers, interval=0.2)
     dispatch.register_wakers()
     original, dispatch._local = dispatch._local, running
     running.start()
     yield running
     running.stop()
     dispatch._local = original
+
+
+@pytest.fixture
+def pool(settings):
+    """The embedded pool, four workers and a tenant share of three, as the embedded default."""
+    yield from embedded_pool(settings, 4)
+
+
+@pytest.fixture
+def one_worker(settings):
+    """One worker: which step it takes next is the queue's order alone (with several, workers
+    claiming at the same instant may overshoot a tenant's share, which is soft)."""
+    yield from embedded_pool(settings, 1)
 
 
 def waited_for(condition: Callable[[], bool], seconds: float) -> float:
@@ -60,10 +71,9 @@ def test_a_deploy_reaches_its_gate_while_three_long_runs_of_its_tenant_tick(peop
     waited_for(lambda: Run.objects.filter(status=RunStatus.RUNNING).count() == 0, seconds=5)
 
 
-def test_prioritize_reorders_the_steps_waiting(people_tx, pool, settings):
-    """With one worker's share, two runs alternate step by step; a prioritised one then takes
-    every step until it is done."""
-    settings.HARBOR_TENANT_MAX_RUNNING = 1
+def test_prioritize_reorders_the_steps_waiting(people_tx, one_worker):
+    """Two runs take turns on one worker, step by step; a prioritised one then takes every
+    step until it is done."""
     alice, ada = people_tx.caller("alice"), people_tx.caller("ada")
     first = run_start(caller=alice, query="count to 30", agent_id="countdown")[0]
     second = run_start(caller=alice, query="count to 4", agent_id="countdown")[0]
