@@ -64,7 +64,7 @@ def _start(tenant: str = "acme") -> dict:
 
 def _park(run_id: str) -> dict:
     with events.atomic():
-        run = Run.objects.select_related("tenant", "owner").select_for_update().get(pk=run_id)
+        run = Run.objects.locked().get(pk=run_id)
         move(run, RunStatus.RUNNING)
         pause_park(run=run, cause="hitl_approval", reason="bench", payload={}, step=1, tool="launch")
     return _timed(run_id)

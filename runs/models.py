@@ -90,6 +90,14 @@ class FailureCode(models.TextChoices):
     RUNTIME_ERROR = "runtime_error"
 
 
+class RunQuerySet(models.QuerySet["Run"]):
+    def locked(self) -> "RunQuerySet":
+        """Under their row locks (PostgreSQL: FOR NO KEY UPDATE of the runs alone, so rows
+        pointing at them still insert; SQLite: the immediate transaction holds the database),
+        with the tenant and owner their events name."""
+        return self.select_for_update(no_key=True, of=("self",)).select_related("tenant", "owner")
+
+
 class Run(models.Model):
     id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
     # Keys that lead a composite index below get no index of their own (db_index=False):
@@ -129,6 +137,8 @@ class Run(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

@@ -198,7 +198,7 @@ def pause_sweep_overdue(*, now: datetime | None = None) -> int:
     resolved = 0
     for pause_id, run_id in list(overdue):
         with events.atomic():
-            run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
+            run = Run.objects.locked().get(pk=run_id)
             pause = Pause.objects.select_for_update(no_key=True).get(pk=pause_id)
             if not pause.is_open:  # decided while we were looking
                 continue

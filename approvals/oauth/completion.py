@@ -47,7 +47,7 @@ def flow_abandon(flow: OAuthFlow) -> None:
 
 
 def _locked(flow: OAuthFlow, *, claimed: bool) -> tuple[Run, Pause, OAuthFlow]:
-    run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("owner", "tenant").get(pk=flow.run_id)
+    run = Run.objects.locked().get(pk=flow.run_id)
     pause = Pause.objects.select_for_update(no_key=True).get(pk=flow.pause_id)
     locked = OAuthFlow.objects.select_for_update().get(pk=flow.pk)
     usable = locked.outcome == EXCHANGING if claimed else OAuthFlow.objects.filter(unclaimed(), pk=flow.pk).exists()

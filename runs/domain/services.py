@@ -92,7 +92,7 @@ def run_start(
             parent = None
             if parent_run is not None:
                 # Locked, so a cancel cascading from the parent cannot miss this child.
-                parent = Run.objects.select_for_update(no_key=True).filter(pk=parent_run, tenant=caller.tenant).first()
+                parent = Run.objects.locked().filter(pk=parent_run, tenant=caller.tenant).first()
                 if parent is None or not can_view_run(caller, parent) or parent.is_terminal:
                     raise NotFound("parent_run is unknown or terminal")
             run = Run(
@@ -186,12 +186,7 @@ def steering_landed(*, caller: Caller, run_id: str, instruction_id: str) -> bool
 
 def _locked_run(caller: Caller, run_id: str) -> Run | None:
     """The run a control names, in the caller's tenant, under its row lock."""
-    return (
-        Run.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("tenant", "owner")
-        .filter(pk=run_id, tenant=caller.tenant)
-        .first()
-    )
+    return Run.objects.locked().filter(pk=run_id, tenant=caller.tenant).first()
 
 
 def _submit_locked(

@@ -97,6 +97,7 @@ def _marks(values: Sized) -> str:
 # A claimable run: ready, and free or its holder's lease expired (it died). Its parameters:
 # the two ready statuses, then the time.
 _CLAIMABLE = "status IN (%s, %s) AND (lease_owner = '' OR lease_expires_at < %s)"
+_READY_STATUSES = [RunStatus.PENDING.value, RunStatus.RUNNING.value]
 READY = f"""
     SELECT id FROM {Run._meta.db_table} AS candidate
     WHERE {_CLAIMABLE}
@@ -123,6 +124,21 @@ _GIVES_WAY = f"""
             WHERE tenant_id = %s AND lease_owner <> '' AND lease_expires_at >= %s) > %s"""
 
 
+def claim(run_id: str, worker: str, now: datetime, expires: datetime) -> bool:
+    """Take the run for `worker` until `expires` if it is claimable, in one guarded UPDATE;
+    made again after a lost answer, a claim that landed finds the run already the worker's."""
+    conn = transaction.get_connection()
+    at, until = (conn.ops.adapt_datetimefield_value(value) for value in (now, expires))
+    owner, expiry = _columns(Run, "lease_owner", "lease_expires_at")
+    with conn.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_table(Run)} SET {owner} = %s, {expiry} = %s WHERE id = %s"
+            f" AND ({_CLAIMABLE} OR (status IN (%s, %s) AND lease_owner = %s))",
+            [worker, until, run_id, *_READY_STATUSES, at, *_READY_STATUSES, worker],
+        )
+        return cursor.rowcount == 1
+
+
 def gives_way(run: Run, now: datetime, share: int) -> bool:
     """Whether the run, after a step, gives its worker back: another run of its priority or
     higher is claimable (tenants' shares aside: its worker may well take it again), or its
@@ -132,6 +148,3 @@ def gives_way(run: Run, now: datetime, share: int) -> bool:
     with conn.cursor() as cursor:
         cursor.execute(_GIVES_WAY, [*_READY_STATUSES, at, run.priority, run.pk, run.tenant_id, at, share])
         return bool(cursor.fetchone()[0])
-
-
-_READY_STATUSES = [RunStatus.PENDING.value, RunStatus.RUNNING.value]

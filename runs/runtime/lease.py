@@ -10,15 +10,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Generic, TypeVar
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
-from django.db.models import Q
 from django.utils import timezone
 
-from runs.domain import events
+from runs.domain import events, sql
 from runs.domain.connection_loss import once_more_if_lost, was_lost
 from runs.domain.transitions import save_run
 from runs.models import Run, RunStatus
@@ -29,16 +28,11 @@ log = logging.getLogger("harbor.runtime")
 
 T = TypeVar("T")
 
-READY = (RunStatus.PENDING, RunStatus.RUNNING)
+READY = (RunStatus.PENDING, RunStatus.RUNNING)  # a run a step may be taken of (as runs.domain.sql spells it)
 SLOW_WORK_SECONDS = 1.0  # a planner or tool body this long gives its connection back to the pool
 # A worker's transaction whose connection was lost is made again this many times, waiting
 # a little longer each time (a restart, a failover), before the step is left to the lease.
 LOST_CONNECTION_RETRIES = 5
-
-
-def claimable(now: datetime) -> Q:
-    """A run a worker may take: ready, and free or its holder's lease expired (it died)."""
-    return Q(status__in=READY) & (Q(lease_owner="") | Q(lease_expires_at__lt=now))
 
 
 def lease_length() -> timedelta:
@@ -46,10 +40,8 @@ def lease_length() -> timedelta:
 
 
 def locked(run_id: str) -> Run:
-    """The run under its row lock (PostgreSQL: FOR NO KEY UPDATE of the run alone, so rows
-    pointing at it still insert; SQLite: the immediate transaction holds the database), with
-    its tenant and owner, which its events name."""
-    return Run.objects.select_for_update(no_key=True, of=("self",)).select_related("tenant", "owner").get(pk=run_id)
+    """The run under its row lock (Run.objects.locked)."""
+    return Run.objects.locked().get(pk=run_id)
 
 
 class LeaseLost(Exception):
@@ -73,11 +65,10 @@ class Lease:
         """Take the run for a step if it is claimable, in one guarded UPDATE. Made again
         after a lost answer, a claim that landed finds the run already this worker's."""
         now, written = timezone.now(), time.monotonic()
-        mine = Q(pk=self.run_id) & (claimable(now) | Q(status__in=READY, lease_owner=self.worker))
-        taken = Run.objects.filter(mine).update(lease_owner=self.worker, lease_expires_at=now + lease_length())
+        taken = sql.claim(self.run_id, self.worker, now, now + lease_length())
         if taken:
             self.written = written
-        return bool(taken)
+        return taken
 
     def hold(self, run: Run) -> Run:
         """Check, under the run's lock, that this worker still holds it (a run that ended

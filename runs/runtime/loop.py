@@ -121,10 +121,9 @@ def _planners_turn(run: Run) -> Boundary | None:
     if run.status != RunStatus.RUNNING or run.steering_pending or run.checkpoint.get("pending_call") is not None:
         return None
     try:
-        ctx = ToolContext.restore(run.pk, run.checkpoint.get("tool_context"))
+        return _planner_view(run, _context(run))
     except ErrToolContextLost:
         return None
-    return _planner_view(run, ctx)
 
 
 def _drop_connection() -> None:
@@ -181,21 +180,27 @@ def _boundary(lease: Lease, attempt_id: str, run: Run) -> Next:
             park_for_operator(run)
             return None
     try:
-        ctx = ToolContext.restore(run.pk, run.checkpoint.get("tool_context"))
+        ctx = _context(run)
     except ErrToolContextLost as lost:
         run_fail(run, FailureCode.TOOL_CONTEXT_LOST, lost.message)
         return None
     pending = run.checkpoint.get("pending_call")
     if pending is not None:
-        ctx.resumed = run.checkpoint.get("resolution")
         return _call(lease, run, ctx, run.checkpoint.get("step", 0), pending, attempt_id)
     return _planner_view(run, ctx)
+
+
+def _context(run: Run) -> ToolContext:
+    """The run's tool context as its checkpoint keeps it, with the decision that resumed it
+    (raises ErrToolContextLost: a live handle is not in this process)."""
+    ctx = ToolContext.restore(run.pk, run.checkpoint.get("tool_context"))
+    ctx.resumed = run.checkpoint.get("resolution")
+    return ctx
 
 
 def _planner_view(run: Run, ctx: ToolContext) -> Boundary:
     checkpoint = run.checkpoint
     step = checkpoint.get("step", 0)
-    ctx.resumed = checkpoint.get("resolution")
     view = PlannerView(
         run_id=run.pk,
         goal=run.goal,
@@ -274,9 +279,7 @@ def _call(lease: Lease, run: Run, ctx: ToolContext, step: int, pending: dict[str
 
 def _call_of(run: Run, attempt: ToolCall) -> Call:
     """The call an attempt opened by a landed transaction is of, rebuilt from the run."""
-    pending = run.checkpoint["pending_call"]
-    ctx = ToolContext.restore(run.pk, run.checkpoint.get("tool_context"))
-    ctx.resumed = run.checkpoint.get("resolution")
-    ctx.idempotency_key = attempt.idempotency_key
     tool = get_agent(run.agent_id).tools[attempt.tool]
-    return Call(tool=tool, args=pending["args"], step=attempt.step, ctx=ctx, attempt=attempt)
+    return Call(
+        tool=tool, args=run.checkpoint["pending_call"]["args"], step=attempt.step, ctx=_context(run), attempt=attempt
+    )
