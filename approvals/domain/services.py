@@ -104,14 +104,16 @@ def pause_decide(
     reason: str = "",
     args: object = None,
     input: object = None,
+    target: Pause | None = None,
 ) -> Pause:
     """Decide a pause synchronously (approve, reject or resume). The caller holds `run`'s
     row lock; the pause is locked here and its state re-checked, and its settle is guarded by
     that state, so of any number of concurrent decisions exactly one lands. The pause is named
     by its resume token (a program), by its id (the pages, which never hold a token), or is
-    the run's open one. A run that goes on is the caller's to wake."""
+    the run's open one; `target`: the one `pause_targeted` already locked. A run that goes on
+    is the caller's to wake."""
     decision = DECISION_FOR_METHOD[method]
-    pause = _target_pause(caller=caller, run=run, method=method, token=token, pause_id=pause_id)
+    pause = target or _target_pause(caller=caller, run=run, method=method, token=token, pause_id=pause_id)
 
     if not may_decide_pause(caller, pause):
         _refuse(caller, method, pause, "scope_mismatch")
@@ -214,6 +216,22 @@ def pause_cancel_open(*, run: Run, reason: str, cascaded: bool) -> None:
     if pause is not None:
         pause_close(run=run, pause=pause, decision=Decision.CANCEL, reason=reason)
     run_cancelled(run, reason, cascaded)
+
+
+def pause_targeted(*, run: Run, token: object, pause_id: str | None) -> Pause | None:
+    """The pause a decision on `run` names, under its lock (the caller holds the run's): the
+    named one, the token's, else the run's newest. None: no such pause (`pause_decide` then
+    refuses, and audits, as it finds)."""
+    pauses = Pause.objects.select_for_update(no_key=True).filter(run=run)
+    if pause_id is not None:
+        pause = pauses.filter(pk=pause_id).first()
+    elif token is not None:
+        pause = pauses.filter(token_digest=token_digest(token)).first() if isinstance(token, str) and token else None
+    else:
+        pause = pauses.order_by("-created_at").first()
+    if pause is not None:
+        pause.run = run  # as the related manager would: the run is already at hand
+    return pause
 
 
 def _target_pause(*, caller: Caller, run: Run, method: str, token: str | None, pause_id: str | None) -> Pause:

@@ -9,8 +9,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.utils import timezone
 
 from approvals.domain import refusals
-from approvals.domain.services import parked_by_operator, pause_decide, pause_decision_refused
-from approvals.domain.tokens import token_digest
+from approvals.domain.services import parked_by_operator, pause_decide, pause_decision_refused, pause_targeted
 from runs.domain import events
 from runs.domain.connection_loss import was_lost
 from runs.domain.errors import (
@@ -204,13 +203,15 @@ def _submit_locked(
     run = _locked_run(caller, run_id) if isinstance(run_id, str) else None
     if run is None or not can_view_run(caller, run):
         raise refused(NotFound("no such run"))
-    scope = caller_scope(caller, run)
-    if requested_scope is not None:
-        if scope < SCOPE_NAMES[requested_scope]:
-            raise refused(IdentityScopeRequired(f"the caller does not hold the {requested_scope} scope on this run"))
-    if scope < MINIMUM_SCOPE[method] and not (
-        method in DECISION_INSTRUCTIONS and _holds_decide_permission(caller, run, payload.get("token"), pause_id)
-    ):
+    if requested_scope is not None and caller_scope(caller, run) < SCOPE_NAMES[requested_scope]:
+        raise refused(IdentityScopeRequired(f"the caller does not hold the {requested_scope} scope on this run"))
+    # A decision's pause, locked once: whoever may decide it (its pausing session, a role its
+    # cause names, a delegate) reaches the decision rule, which re-checks everything.
+    target = None
+    if method in DECISION_INSTRUCTIONS:
+        target = pause_targeted(run=run, token=payload.get("token"), pause_id=pause_id)
+    may_decide = target is not None and may_decide_pause(caller, target)
+    if not may_decide and caller_scope(caller, run) < MINIMUM_SCOPE[method]:
         raise refused(ScopeMismatch(f"{method} needs the {MINIMUM_SCOPE[method].name.lower()} scope"))
     # A replayed event_id is answered only to a caller allowed the method: the receipt
     # names the earlier instruction, which is not everyone's to learn. The same id on
@@ -240,6 +241,7 @@ def _submit_locked(
             reason=payload.get("reason", ""),
             args=payload.get("args"),
             input=payload.get("input"),
+            target=target,
         )
         if _sealed(decided.decision_input):  # a credential: its audit keeps it sealed too
             payload = {**payload, "input": events.SEALED}
@@ -315,19 +317,6 @@ def _instruction(
     )
     instruction.save(force_insert=True)
     return instruction
-
-
-def _holds_decide_permission(caller: Caller, run: Run, token: str | None, pause_id: str | None) -> bool:
-    """A delegated approver reaches the decision rule (which then re-checks everything)
-    when it may decide the pause targeted: the named one, the token's, else the run's latest."""
-    pauses = run.pauses.all()
-    if pause_id is not None:
-        target = pauses.filter(pk=pause_id)
-    elif token:
-        target = pauses.filter(token_digest=token_digest(token))
-    else:
-        target = pauses.order_by("-created_at")[:1]
-    return any(may_decide_pause(caller, p) for p in target)
 
 
 def _apply_prioritize(run: Run, priority: int) -> None:

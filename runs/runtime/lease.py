@@ -60,6 +60,7 @@ class Lease:
         self.run_id, self.worker = run_id, worker
         self.lost = threading.Event()
         self.written = time.monotonic()  # when this worker last set the lease's expiry
+        self.given_back = False  # a committed transaction of the step released the run
 
     def claim(self) -> bool:
         """Take the run for a step if it is claimable, in one guarded UPDATE. Made again
@@ -99,7 +100,9 @@ class Lease:
                         found = landed(run)
                         if found is not None:
                             return found.value
-                    return work(self.hold(run))
+                    done = work(self.hold(run))
+                self.given_back = run.lease_owner != self.worker  # parked, ended or queued: released
+                return done
             except (OperationalError, InterfaceError) as error:
                 if not tries_left or not was_lost(error):
                     raise
@@ -129,6 +132,8 @@ class Lease:
 
     def release(self) -> None:
         """Give the run back, unless the step's own transaction did (idempotent)."""
+        if self.given_back:
+            return
         Run.objects.filter(pk=self.run_id, lease_owner=self.worker).update(lease_owner="", lease_expires_at=None)
 
     @contextlib.contextmanager
