@@ -25,6 +25,7 @@ from . import reads
 from . import wake as latency
 from .cycles import APPROVER, OWNER, STATEMENT_CEILING, TENANT, CycleFigures
 from .live import run_live_bench
+from .peers import peer_rows
 from .seed import seed_history
 
 
@@ -41,6 +42,9 @@ def parser() -> ArgumentParser:
         "--seed", type=int, default=0, help="bulk-write this many more pauses (1%% open) before the read figures"
     )
     parser.add_argument("--reads-only", action="store_true", help="skip the cycle figures")
+    parser.add_argument(
+        "--peers", action="store_true", help="only the figures while a remote agent and an OAuth provider trickle"
+    )
     parser.add_argument("--live", action="store_true", help="only the live figures: pause → inbox socket frames")
     parser.add_argument("--sockets", default="500,1000,2000", help="--live: socket counts, comma-separated")
     parser.add_argument("--live-pauses", type=int, default=50, help="--live: pauses timed on one socket")
@@ -63,6 +67,10 @@ def main(argv: list[str], stdout: TextIO = sys.stdout, stderr: TextIO = sys.stde
     settings.HARBOR_EXECUTOR = "manual"  # steps run in this thread, when drain() is called
     keep_wal_open()  # SQLite: as the server process does (its log held open, checkpointed off the commits)
     database = connection.vendor
+    if options["peers"]:
+        write(f"Harbor while its peers misbehave, on {database}, one Daphne with the embedded pool")
+        peer_rows(write)
+        return 0
     if options["live"]:
         layer = "redis pub/sub" if settings.HARBOR_LIVE_REDIS_URL else "in-memory channel layer"
         write(f"Harbor live benchmark on {database}, {layer}, one Daphne")
