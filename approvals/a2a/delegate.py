@@ -18,7 +18,7 @@ from runs.domain.event_types import ToolFacts
 from runs.models import Instruction, Run, SteeringInstruction, SteeringState
 from runs.runtime.tools import Interrupted, ToolContext, ToolPause
 
-from . import bridge, wire
+from . import bridge, limits, wire
 from .answers import opened
 from .auth_leg import known_oauth_source, sign_in, signed_in_token
 from .cancel import cancel_remote_soon
@@ -27,6 +27,7 @@ from .retry import with_retries
 from .wire import RemoteTask, stable_id
 
 STATE_KEY = "a2a"
+SUMMARY_BYTES = 300
 
 
 class RemoteTaskEnded(Exception):
@@ -87,7 +88,11 @@ def _deliver(run: Run, agent: RemoteAgent, state: dict, args: dict, ctx: ToolCon
         earlier = wait(wire.find_in_context(agent, state["context_id"]))
         if earlier is not None:  # an attempt that died after sending: never send twice
             state["task_id"] = earlier.task_id
-            return earlier if earlier.settled else wait(wire.follow(agent, earlier.task_id))
+            return (
+                earlier
+                if earlier.settled
+                else wait(wire.follow(agent, earlier.task_id, context_id=state["context_id"]))
+            )
         ctx.fence()  # only the worker holding the run sends
         return wait(
             wire.send(
@@ -101,10 +106,14 @@ def _deliver(run: Run, agent: RemoteAgent, state: dict, args: dict, ctx: ToolCon
     answer = _answer(run, state, resolution)
     if answer is not None:
         message_id = stable_id(ctx.idempotency_key, "answer", str(resolution.get("pause")))
-        current = wait(wire.get(agent, state["task_id"]))
+        current = wait(wire.get(agent, state["task_id"], context_id=state["context_id"]))
         if message_id in current.message_ids or current.state in wire.TERMINAL:
             # The answer already went (follow, do not repeat), or the task ended meanwhile.
-            return current if current.settled else wait(wire.follow(agent, current.task_id))
+            return (
+                current
+                if current.settled
+                else wait(wire.follow(agent, current.task_id, context_id=state["context_id"]))
+            )
         ctx.fence()
         return wait(
             wire.send(
@@ -115,7 +124,7 @@ def _deliver(run: Run, agent: RemoteAgent, state: dict, args: dict, ctx: ToolCon
                 message_id=message_id,
             )
         )
-    return wait(wire.follow(agent, state["task_id"]))
+    return wait(wire.follow(agent, state["task_id"], context_id=state["context_id"]))
 
 
 def _answer(run: Run, state: dict, resolution: dict) -> str | None:
@@ -160,7 +169,7 @@ def _outcome(run: Run, agent: RemoteAgent, state: dict, task: RemoteTask) -> dic
             reason=Reason.AWAIT_INPUT,
             payload={**named, "Question": task.message},
             companion=events.A2A_INPUT_REQUIRED,
-            summary=f"{agent.name} asks: {task.message}",
+            summary=f"{agent.name} asks: {_short(task.message)}",
             deadline=_deadline(),
         )
     if task.state == "auth-required":
@@ -177,11 +186,16 @@ def _outcome(run: Run, agent: RemoteAgent, state: dict, task: RemoteTask) -> dic
             reason=Reason.EXTERNAL_EVENT,
             payload=payload,
             companion=events.A2A_AUTH_REQUIRED,
-            summary=f"{agent.name} needs sign-in: {task.message}",
+            summary=f"{agent.name} needs sign-in: {_short(task.message)}",
             deadline=_deadline(),
             on_park=on_park,
         )
     raise RemoteTaskEnded(f"remote agent {agent.name} task {task.task_id} {task.state}: {task.message or 'no message'}")
+
+
+def _short(text: str) -> str:
+    """A notification's line: the first few hundred bytes of what the agent said."""
+    return limits.bounded_text(text, SUMMARY_BYTES)
 
 
 def _deadline() -> timedelta | None:
