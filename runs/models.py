@@ -259,6 +259,7 @@ class ToolCallOutcome(models.TextChoices):
     INTERRUPTED = "interrupted"  # a hard cancel stopped it
     LOST = "lost"  # its worker died (its lease expired) before it finished
     FENCED = "fenced"  # it finished after its worker had lost the lease: not recorded
+    DEFERRED = "deferred"  # it could not start yet (a bound on calls in flight was full): runs again later
 
 
 class ToolCall(AppendOnlyModel):

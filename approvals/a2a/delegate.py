@@ -16,9 +16,9 @@ from approvals.models import Cause, Reason
 from runs.domain import events
 from runs.domain.event_types import ToolFacts
 from runs.models import Instruction, Run, SteeringInstruction, SteeringState
-from runs.runtime.tools import Interrupted, ToolContext, ToolPause
+from runs.runtime.tools import Interrupted, ToolContext, ToolPause, TryLater
 
-from . import bridge, limits, wire
+from . import bridge, limits, slots, wire
 from .answers import opened
 from .auth_leg import known_oauth_source, sign_in, signed_in_token
 from .cancel import cancel_remote_soon
@@ -38,7 +38,12 @@ def delegate(args: dict, ctx: ToolContext) -> dict:
     run = Run.objects.select_related("tenant", "owner").get(pk=ctx.run_id)
     agent = remote_agent_for(run.tenant_id, args["agent"])
     state = _call_state(ctx, agent)
-    task = _run(run, agent, state, ctx, lambda: _deliver(run, agent, state, args, ctx))
+    try:
+        slot = slots.held(slots.scopes(run.tenant_id, agent.card_url), sleep=ctx.sleep)
+        with slot as holding:
+            task = _run(run, agent, state, ctx, lambda: _deliver(run, agent, state, args, ctx, holding))
+    except slots.NoFreeSlot as full:  # never waits holding a worker: the step is taken again later
+        raise TryLater(f"remote agent {agent.name}: {full}") from None
     state.update(task_id=task.task_id, context_id=task.context_id, waiting="", source="")
     return _outcome(run, agent, state, task)
 
@@ -80,9 +85,11 @@ def _run(
         raise
 
 
-def _deliver(run: Run, agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext) -> RemoteTask:
+def _deliver(
+    run: Run, agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext, holding: slots.Held
+) -> RemoteTask:
     """One idempotent delivery: send what this call has not sent yet, else follow the task."""
-    stop = _stop_probe(ctx)
+    stop = _stop_probe(ctx, holding)
     wait = lambda coroutine: bridge.call(coroutine, interrupted=stop)  # noqa: E731
     if not state["task_id"]:
         earlier = wait(wire.find_in_context(agent, state["context_id"]))
@@ -139,13 +146,15 @@ def _answer(run: Run, state: dict, resolution: dict) -> str | None:
     return opened(resolution.get("input"))
 
 
-def _stop_probe(ctx: ToolContext) -> Callable[[], bool]:
+def _stop_probe(ctx: ToolContext, holding: slots.Held) -> Callable[[], bool]:
     """Stop waiting at a hard cancel, and at a plain one too: a remote call may take long,
-    and a cancelled run must not wait for it (the next boundary applies the cancel)."""
+    and a cancelled run must not wait for it (the next boundary applies the cancel). Asked
+    often while the call waits, it also keeps the call's slots."""
     checked_at, cancel_pending = 0.0, False
 
     def stop() -> bool:
         nonlocal checked_at, cancel_pending
+        holding.keep()
         if ctx.interrupted():
             return True
         if time.monotonic() - checked_at >= 0.25:

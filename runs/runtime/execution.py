@@ -21,7 +21,7 @@ from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 from .lease import Landed, Lease, LeaseLost, give_back
 from .ledger import outcome_of, settle_attempt
 from .parking import park
-from .tools import Interrupted, Tool, ToolContext, ToolPause
+from .tools import Interrupted, Tool, ToolContext, ToolPause, TryLater
 
 log = logging.getLogger("harbor.runtime")
 
@@ -74,6 +74,8 @@ def execute(lease: Lease, call: Call) -> Run | None:
         # Not recorded: the run's next boundary applies the hard cancel.
         settle_attempt(attempt, ToolCallOutcome.INTERRUPTED)
         return None
+    except TryLater as later:
+        return _record(lease, call, ToolCallOutcome.DEFERRED, _deferred, str(later))
     except ErrToolContextLost as lost:
         message = lost.message
         return _record(
@@ -128,6 +130,12 @@ def _record(lease: Lease, call: Call, outcome: str, apply: Outcome, error: str =
     except LeaseLost:
         settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
         raise
+
+
+def _deferred(run: Run) -> bool:
+    """The call could not start: the run gives its worker back, its call still pending."""
+    give_back(run)
+    return False
 
 
 def _failed(run: Run, code: str, message: str) -> bool:
