@@ -22,6 +22,7 @@ from . import bridge, limits, slots, wire
 from .answers import opened
 from .auth_leg import known_oauth_source, sign_in, signed_in_token
 from .cancel import cancel_remote_soon
+from .capped import ResponseTooLarge
 from .directory import RemoteAgent, remote_agent_for
 from .retry import with_retries
 from .wire import RemoteTask, stable_id
@@ -39,8 +40,7 @@ def delegate(args: dict, ctx: ToolContext) -> dict:
     agent = remote_agent_for(run.tenant_id, args["agent"])
     state = _call_state(ctx, agent)
     try:
-        slot = slots.held(slots.scopes(run.tenant_id, agent.card_url), sleep=ctx.sleep)
-        with slot as holding:
+        with slots.held(slots.scopes(run.tenant_id, agent.card_url), sleep=ctx.sleep) as holding:
             task = _run(run, agent, state, ctx, lambda: _deliver(run, agent, state, args, ctx, holding))
     except slots.NoFreeSlot as full:  # never waits holding a worker: the step is taken again later
         raise TryLater(f"remote agent {agent.name}: {full}") from None
@@ -80,7 +80,7 @@ def _run(
     except (bridge.Interrupted, Interrupted):
         cancel_remote_soon(run.tenant_id, state)
         raise Interrupted() from None
-    except wire.RemoteStalled:
+    except (wire.RemoteStalled, wire.RemoteTooSlow, ResponseTooLarge):
         cancel_remote_soon(run.tenant_id, state)  # the call gives up on it: so does its agent
         raise
 

@@ -56,6 +56,23 @@ def trickle(body: bytes = b"{" + b" " * 1_000_000 + b"}", every: float = 0.1) ->
     return reply
 
 
+def endless_stream(first: dict | None = None, every: float = 0.1) -> Reply:
+    """A server-sent event stream (after `first`, a task, if given) of keep-alive comments that
+    never ends: the stream is alive, and never says anything."""
+
+    async def reply(writer: asyncio.StreamWriter) -> None:
+        writer.write(_head("text/event-stream", None))
+        if first is not None:
+            event = json.dumps({"jsonrpc": "2.0", "id": "1", "result": {"task": first}})
+            writer.write(f"data: {event}\n\n".encode())
+        while True:
+            writer.write(b": still here\n\n")
+            await writer.drain()
+            await asyncio.sleep(every)
+
+    return reply
+
+
 def flood(total: int, *, declared: bool) -> Reply:
     """`total` bytes of answer, its length declared up front or not (read until it ends)."""
 
@@ -92,6 +109,7 @@ class HostilePeer:
     script: Script
     rpc_base: str = ""
     card: Callable[[str], Reply] | None = None  # how the card is answered, if not promptly
+    streaming: bool = False  # what its card says
     seen: list[Request] = field(default_factory=list)
     url: str = ""
 
@@ -144,5 +162,5 @@ class HostilePeer:
             writer.close()
 
     def _card(self) -> Reply:
-        card = agent_card(self.rpc_base or self.url, streaming=False)
+        card = agent_card(self.rpc_base or self.url, streaming=self.streaming)
         return raw(json.dumps(json_format.MessageToDict(card)).encode())

@@ -14,7 +14,7 @@ from approvals.a2a.models import RemoteAgent
 from runs.models import Run, RunStatus
 from runs.runtime.dispatch import drain
 from tests.a2a.helpers import open_pause, payloads, start, steer
-from tests.a2a.hostile import HostilePeer, answer, flood, task, trickle
+from tests.a2a.hostile import HostilePeer, answer, endless_stream, flood, task, trickle
 
 NO_TASKS = answer({"tasks": []})
 
@@ -77,6 +77,35 @@ def test_an_agent_trickling_its_answer_fails_the_step_at_the_call_bound(people_t
     run = failed(run)
     assert time.monotonic() - began < 10
     assert "RemoteTooSlow: remote agent travel-desk did not answer within 1 s" in run.failure_message
+
+
+@pytest.mark.parametrize("working", [False, True], ids=["silent", "working"])
+def test_an_endless_stream_ends_at_the_call_bound_and_a_task_left_working_at_the_settle_bound(
+    people_tx, bounded, monkeypatch, working
+):
+    """A stream that stays open and says nothing ends at the call bound; one that named a
+    working task is then polled, and a task working for ever ends at the settle bound."""
+    monkeypatch.setenv("HARBOR_A2A_SETTLE_SECONDS", "3")
+    holder: dict[str, str] = {}
+
+    def script(method: str, params: dict):
+        if method == "ListTasks":
+            return NO_TASKS
+        if method == "SendStreamingMessage":
+            holder["context"] = sent_context(params)
+            first = task("t-1", holder["context"], TaskState.TASK_STATE_WORKING) if working else None
+            return endless_stream(first)
+        return answer(task("t-1", holder["context"], TaskState.TASK_STATE_WORKING))
+
+    with HostilePeer(script, streaming=True) as peer:
+        configure(people_tx, peer.url)
+        run = start(people_tx, "Book a flight to Lisbon")
+        assert drained_within(20), "the endless stream held the worker"
+    run = failed(run)
+    if working:
+        assert "its task did not settle in 3 s" in run.failure_message and "GetTask" in peer.methods()
+    else:
+        assert "did not answer within 1 s" in run.failure_message
 
 
 @pytest.mark.parametrize("hard", [True, False], ids=["hard", "plain"])
