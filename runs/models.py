@@ -88,6 +88,7 @@ class FailureCode(models.TextChoices):
     CONSTRAINTS_CONFLICT = "constraints_conflict"
     TOOL_CONTEXT_LOST = "tool_context_lost"
     RUNTIME_ERROR = "runtime_error"
+    REMOTE_AGENT = "remote_agent"  # a remote agent (A2A) failed the call: too slow, too large, refused
 
 
 class RunQuerySet(models.QuerySet["Run"]):

@@ -6,10 +6,11 @@ from collections.abc import AsyncIterator
 
 import httpx
 
+from .failures import RemoteAgentFailed
 from .limits import size
 
 
-class ResponseTooLarge(Exception):
+class ResponseTooLarge(RemoteAgentFailed):
     """A response ran past the byte cap."""
 
 

@@ -24,6 +24,7 @@ from .auth_leg import known_oauth_source, sign_in, signed_in_token
 from .cancel import cancel_remote_soon
 from .capped import ResponseTooLarge
 from .directory import RemoteAgent, remote_agent_for
+from .failures import RemoteAgentFailed
 from .retry import with_retries
 from .wire import RemoteTask, stable_id
 
@@ -31,7 +32,7 @@ STATE_KEY = "a2a"
 SUMMARY_BYTES = 300
 
 
-class RemoteTaskEnded(Exception):
+class RemoteTaskEnded(RemoteAgentFailed):
     """The remote task failed, was rejected or was cancelled: its message says why."""
 
 

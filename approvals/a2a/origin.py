@@ -10,8 +10,10 @@ from a2a.types import AgentCard
 from a2a.utils.constants import TransportProtocol
 from django.conf import settings
 
+from .failures import RemoteAgentFailed
 
-class OffOrigin(Exception):
+
+class OffOrigin(RemoteAgentFailed):
     """The card sends calls to a host that is not the card's own nor allowed."""
 
 

@@ -29,6 +29,7 @@ from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from . import limits
 from .capped import CappedTransport
 from .directory import RemoteAgent
+from .failures import RemoteAgentFailed
 from .origin import OriginBoundAuth, check_card
 
 T = TypeVar("T")
@@ -121,15 +122,15 @@ async def connect(agent: RemoteAgent) -> AsyncIterator[tuple[Client, bool]]:
             await client.close()
 
 
-class RemoteStalled(Exception):
+class RemoteStalled(RemoteAgentFailed):
     """The remote task stayed unsettled (submitted or working) past the time a call waits."""
 
 
-class RemoteTooSlow(Exception):
+class RemoteTooSlow(RemoteAgentFailed):
     """One call to the remote agent took longer in all than HARBOR_A2A_CALL_SECONDS."""
 
 
-class RemoteForged(Exception):
+class RemoteForged(RemoteAgentFailed):
     """The remote agent answered with a task that is not this call's (another task or context)."""
 
 

@@ -21,7 +21,7 @@ from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 from .lease import Landed, Lease, LeaseLost, give_back
 from .ledger import outcome_of, settle_attempt
 from .parking import park
-from .tools import Interrupted, Tool, ToolContext, ToolPause, TryLater
+from .tools import Interrupted, Tool, ToolContext, ToolFailure, ToolPause, TryLater
 
 log = logging.getLogger("harbor.runtime")
 
@@ -86,7 +86,10 @@ def execute(lease: Lease, call: Call) -> Run | None:
             # The database's connection, not the tool (the body's own query found it gone):
             # the step is taken again, as after a crash.
             raise
-        message = f"{call.tool.name}: {type(error).__name__}: {error}"
+        if isinstance(error, ToolFailure):  # the tool said why, in plain words
+            code, message = error.code, f"{call.tool.name}: {error}"
+        else:
+            code, message = FailureCode.RUNTIME_ERROR, f"{call.tool.name}: {type(error).__name__}: {error}"
 
         def failed(run: Run) -> bool:
             events.emit(
@@ -96,7 +99,7 @@ def execute(lease: Lease, call: Call) -> Run | None:
                     Tool=call.tool.name, Step=call.step, Error=message, **call.tool.describe(call.args, ctx)
                 ),
             )
-            return _failed(run, FailureCode.RUNTIME_ERROR, message)
+            return _failed(run, code, message)
 
         return _record(lease, call, ToolCallOutcome.FAILED, failed, message)
     return _record(lease, call, ToolCallOutcome.COMPLETED, lambda run: _checkpoint(run, call, result))
