@@ -116,4 +116,4 @@ class DecisionRefusal(AppendOnlyModel):
         ]
 
 
-from approvals.a2a.models import RemoteAgent  # noqa: E402,F401  (remote A2A agents: a model of this app)
+from approvals.a2a.models import RemoteAgent, RemoteCallSlot  # noqa: E402,F401  (remote A2A agents: models of this app)

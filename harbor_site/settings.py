@@ -356,6 +356,25 @@ HARBOR_OUTBOX_LEASE_SECONDS = float(os.environ.get("HARBOR_OUTBOX_LEASE_SECONDS"
 # Production: the beat's drain, which delivers retries as they fall due.
 HARBOR_OUTBOX_DRAIN_SECONDS = float(os.environ.get("HARBOR_OUTBOX_DRAIN_SECONDS", "5"))
 
+# --- Remote A2A agents (approvals/a2a/) -------------------------------------------------
+# A remote agent is someone else's server: everything that comes from it is bounded.
+# Every call to it (its card, a send and the stream it answers with, a look, a list, a
+# cancel) connects within HARBOR_A2A_CONNECT_SECONDS and ends within HARBOR_A2A_CALL_SECONDS
+# in all, however slowly the agent answers, and reads at most HARBOR_A2A_MAX_RESPONSE_BYTES.
+HARBOR_A2A_CONNECT_SECONDS = float(os.environ.get("HARBOR_A2A_CONNECT_SECONDS", "5"))
+HARBOR_A2A_CALL_SECONDS = float(os.environ.get("HARBOR_A2A_CALL_SECONDS", "60"))
+HARBOR_A2A_MAX_RESPONSE_BYTES = int(os.environ.get("HARBOR_A2A_MAX_RESPONSE_BYTES", str(4 * 1024 * 1024)))
+# What is kept of an agent's question, message or artifact (shown to a person, stored as an
+# answer): the first HARBOR_A2A_MAX_TEXT_BYTES, with a note saying how much was cut.
+HARBOR_A2A_MAX_TEXT_BYTES = int(os.environ.get("HARBOR_A2A_MAX_TEXT_BYTES", str(64 * 1024)))
+# Remote calls in flight at once, across every worker: per tenant, and per agent host. A step
+# that finds no free slot gives its worker back and is taken again later (docs/adr/0003).
+HARBOR_A2A_MAX_CALLS_PER_TENANT = int(os.environ.get("HARBOR_A2A_MAX_CALLS_PER_TENANT", "2"))
+HARBOR_A2A_MAX_CALLS_PER_PEER = int(os.environ.get("HARBOR_A2A_MAX_CALLS_PER_PEER", "4"))
+# Hosts (host or host:port) an agent card may send its JSON-RPC calls to beyond the card's
+# own origin. The agent's Authorization header goes to the card's origin only, never there.
+HARBOR_A2A_ALLOWED_HOSTS = [h.strip() for h in os.environ.get("HARBOR_A2A_ALLOWED_HOSTS", "").split(",") if h.strip()]
+
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "runs.tasks.sweep", "schedule": timedelta(seconds=HARBOR_SWEEP_SECONDS)},
     "outbox": {"task": "outbox.tasks.deliver", "schedule": timedelta(seconds=HARBOR_OUTBOX_DRAIN_SECONDS)},

@@ -88,6 +88,7 @@ class FailureCode(models.TextChoices):
     CONSTRAINTS_CONFLICT = "constraints_conflict"
     TOOL_CONTEXT_LOST = "tool_context_lost"
     RUNTIME_ERROR = "runtime_error"
+    REMOTE_AGENT = "remote_agent"  # a remote agent (A2A) failed the call: too slow, too large, refused
 
 
 class RunQuerySet(models.QuerySet["Run"]):
@@ -259,6 +260,7 @@ class ToolCallOutcome(models.TextChoices):
     INTERRUPTED = "interrupted"  # a hard cancel stopped it
     LOST = "lost"  # its worker died (its lease expired) before it finished
     FENCED = "fenced"  # it finished after its worker had lost the lease: not recorded
+    DEFERRED = "deferred"  # it could not start yet (a bound on calls in flight was full): runs again later
 
 
 class ToolCall(AppendOnlyModel):

@@ -16,20 +16,23 @@ from approvals.models import Cause, Reason
 from runs.domain import events
 from runs.domain.event_types import ToolFacts
 from runs.models import Instruction, Run, SteeringInstruction, SteeringState
-from runs.runtime.tools import Interrupted, ToolContext, ToolPause
+from runs.runtime.tools import Interrupted, ToolContext, ToolPause, TryLater
 
-from . import bridge, wire
+from . import bridge, limits, slots, wire
 from .answers import opened
 from .auth_leg import known_oauth_source, sign_in, signed_in_token
 from .cancel import cancel_remote_soon
+from .capped import ResponseTooLarge
 from .directory import RemoteAgent, remote_agent_for
+from .failures import RemoteAgentFailed
 from .retry import with_retries
 from .wire import RemoteTask, stable_id
 
 STATE_KEY = "a2a"
+SUMMARY_BYTES = 300
 
 
-class RemoteTaskEnded(Exception):
+class RemoteTaskEnded(RemoteAgentFailed):
     """The remote task failed, was rejected or was cancelled: its message says why."""
 
 
@@ -37,7 +40,11 @@ def delegate(args: dict, ctx: ToolContext) -> dict:
     run = Run.objects.select_related("tenant", "owner").get(pk=ctx.run_id)
     agent = remote_agent_for(run.tenant_id, args["agent"])
     state = _call_state(ctx, agent)
-    task = _run(run, agent, state, ctx, lambda: _deliver(run, agent, state, args, ctx))
+    try:
+        with slots.held(slots.scopes(run.tenant_id, agent.card_url), sleep=ctx.sleep) as holding:
+            task = _run(run, agent, state, ctx, lambda: _deliver(run, agent, state, args, ctx, holding))
+    except slots.NoFreeSlot as full:  # never waits holding a worker: the step is taken again later
+        raise TryLater(f"remote agent {agent.name}: {full}") from None
     state.update(task_id=task.task_id, context_id=task.context_id, waiting="", source="")
     return _outcome(run, agent, state, task)
 
@@ -74,20 +81,26 @@ def _run(
     except (bridge.Interrupted, Interrupted):
         cancel_remote_soon(run.tenant_id, state)
         raise Interrupted() from None
-    except wire.RemoteStalled:
+    except (wire.RemoteStalled, wire.RemoteTooSlow, ResponseTooLarge):
         cancel_remote_soon(run.tenant_id, state)  # the call gives up on it: so does its agent
         raise
 
 
-def _deliver(run: Run, agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext) -> RemoteTask:
+def _deliver(
+    run: Run, agent: RemoteAgent, state: dict, args: dict, ctx: ToolContext, holding: slots.Held
+) -> RemoteTask:
     """One idempotent delivery: send what this call has not sent yet, else follow the task."""
-    stop = _stop_probe(ctx)
+    stop = _stop_probe(ctx, holding)
     wait = lambda coroutine: bridge.call(coroutine, interrupted=stop)  # noqa: E731
     if not state["task_id"]:
         earlier = wait(wire.find_in_context(agent, state["context_id"]))
         if earlier is not None:  # an attempt that died after sending: never send twice
             state["task_id"] = earlier.task_id
-            return earlier if earlier.settled else wait(wire.follow(agent, earlier.task_id))
+            return (
+                earlier
+                if earlier.settled
+                else wait(wire.follow(agent, earlier.task_id, context_id=state["context_id"]))
+            )
         ctx.fence()  # only the worker holding the run sends
         return wait(
             wire.send(
@@ -101,10 +114,14 @@ def _deliver(run: Run, agent: RemoteAgent, state: dict, args: dict, ctx: ToolCon
     answer = _answer(run, state, resolution)
     if answer is not None:
         message_id = stable_id(ctx.idempotency_key, "answer", str(resolution.get("pause")))
-        current = wait(wire.get(agent, state["task_id"]))
+        current = wait(wire.get(agent, state["task_id"], context_id=state["context_id"]))
         if message_id in current.message_ids or current.state in wire.TERMINAL:
             # The answer already went (follow, do not repeat), or the task ended meanwhile.
-            return current if current.settled else wait(wire.follow(agent, current.task_id))
+            return (
+                current
+                if current.settled
+                else wait(wire.follow(agent, current.task_id, context_id=state["context_id"]))
+            )
         ctx.fence()
         return wait(
             wire.send(
@@ -115,7 +132,7 @@ def _deliver(run: Run, agent: RemoteAgent, state: dict, args: dict, ctx: ToolCon
                 message_id=message_id,
             )
         )
-    return wait(wire.follow(agent, state["task_id"]))
+    return wait(wire.follow(agent, state["task_id"], context_id=state["context_id"]))
 
 
 def _answer(run: Run, state: dict, resolution: dict) -> str | None:
@@ -130,13 +147,15 @@ def _answer(run: Run, state: dict, resolution: dict) -> str | None:
     return opened(resolution.get("input"))
 
 
-def _stop_probe(ctx: ToolContext) -> Callable[[], bool]:
+def _stop_probe(ctx: ToolContext, holding: slots.Held) -> Callable[[], bool]:
     """Stop waiting at a hard cancel, and at a plain one too: a remote call may take long,
-    and a cancelled run must not wait for it (the next boundary applies the cancel)."""
+    and a cancelled run must not wait for it (the next boundary applies the cancel). Asked
+    often while the call waits, it also keeps the call's slots."""
     checked_at, cancel_pending = 0.0, False
 
     def stop() -> bool:
         nonlocal checked_at, cancel_pending
+        holding.keep()
         if ctx.interrupted():
             return True
         if time.monotonic() - checked_at >= 0.25:
@@ -160,7 +179,7 @@ def _outcome(run: Run, agent: RemoteAgent, state: dict, task: RemoteTask) -> dic
             reason=Reason.AWAIT_INPUT,
             payload={**named, "Question": task.message},
             companion=events.A2A_INPUT_REQUIRED,
-            summary=f"{agent.name} asks: {task.message}",
+            summary=f"{agent.name} asks: {_short(task.message)}",
             deadline=_deadline(),
         )
     if task.state == "auth-required":
@@ -177,11 +196,16 @@ def _outcome(run: Run, agent: RemoteAgent, state: dict, task: RemoteTask) -> dic
             reason=Reason.EXTERNAL_EVENT,
             payload=payload,
             companion=events.A2A_AUTH_REQUIRED,
-            summary=f"{agent.name} needs sign-in: {task.message}",
+            summary=f"{agent.name} needs sign-in: {_short(task.message)}",
             deadline=_deadline(),
             on_park=on_park,
         )
     raise RemoteTaskEnded(f"remote agent {agent.name} task {task.task_id} {task.state}: {task.message or 'no message'}")
+
+
+def _short(text: str) -> str:
+    """A notification's line: the first few hundred bytes of what the agent said."""
+    return limits.bounded_text(text, SUMMARY_BYTES)
 
 
 def _deadline() -> timedelta | None:

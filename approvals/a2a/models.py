@@ -33,3 +33,19 @@ class RemoteAgent(models.Model):
 
     def set_auth_header(self, value: str) -> None:
         self.auth_sealed = seal(value)
+
+
+class RemoteCallSlot(models.Model):
+    """One remote call in flight, counted against a bound (a tenant's, an agent host's):
+    numbered 0 .. bound-1, so the unique key keeps the count at the bound across every worker
+    process. A slot whose holder died lapses at `expires_at`; a live holder renews it."""
+
+    scope = models.CharField(max_length=300)  # "tenant:<id>" or "peer:<host>:<port>"
+    number = models.PositiveSmallIntegerField()
+    holder = models.CharField(max_length=32)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        app_label = "approvals"
+        constraints = [models.UniqueConstraint(fields=["scope", "number"], name="approvals_remote_call_slot_unique")]
+        indexes = [models.Index(fields=["holder"], name="approvals_remote_slot_holder")]

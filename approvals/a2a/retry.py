@@ -10,6 +10,7 @@ from typing import TypeVar
 import httpx
 from a2a.client import A2AClientError
 
+from .failures import RemoteAgentFailed
 from .wire import RemoteGarbage
 
 T = TypeVar("T")
@@ -18,7 +19,7 @@ log = logging.getLogger("harbor.a2a")
 RETRYABLE = (A2AClientError, httpx.HTTPError, RemoteGarbage, OSError, ValueError)
 
 
-class RemoteUnreachable(Exception):
+class RemoteUnreachable(RemoteAgentFailed):
     """Every attempt failed: the message names the agent, the attempts and the last error."""
 
 

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -25,9 +26,13 @@ from a2a.types import (
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 
+from . import limits
+from .capped import CappedTransport
 from .directory import RemoteAgent
+from .failures import RemoteAgentFailed
+from .origin import OriginBoundAuth, check_card
 
-TIMEOUT_SECONDS = 10.0
+T = TypeVar("T")
 POLL_SECONDS = 0.2
 
 STATE_NAMES = {
@@ -65,8 +70,11 @@ class RemoteTask:
 
 
 def remote_task(task: Task) -> RemoteTask:
-    status_text = " ".join(part.text for part in task.status.message.parts if part.text)
-    artifact = "\n".join(part.text for artifact in task.artifacts for part in artifact.parts if part.text)
+    # What a person reads or a run answers with is cut to HARBOR_A2A_MAX_TEXT_BYTES, saying so.
+    status_text = limits.bounded_text(" ".join(part.text for part in task.status.message.parts if part.text))
+    artifact = limits.bounded_text(
+        "\n".join(part.text for artifact in task.artifacts for part in artifact.parts if part.text)
+    )
     return RemoteTask(
         task_id=task.id,
         context_id=task.context_id,
@@ -94,11 +102,17 @@ def _card_address(card_url: str) -> tuple[str, str]:
 
 @asynccontextmanager
 async def connect(agent: RemoteAgent) -> AsyncIterator[tuple[Client, bool]]:
-    """A client for `agent` and whether it streams, from its card, via the SDK's factory."""
-    headers = {"Authorization": agent.auth_header} if agent.auth_header else {}
-    async with httpx.AsyncClient(headers=headers, timeout=TIMEOUT_SECONDS) as http:
-        base, path = _card_address(agent.card_url)
-        card = await A2ACardResolver(http, base, path).get_agent_card()
+    """A client for `agent` and whether it streams, from its card, via the SDK's factory:
+    every response read through the byte cap, the credential sent to the card's origin
+    only, and a card that sends calls elsewhere refused."""
+    base, path = _card_address(agent.card_url)
+    card_url = httpx.URL(base + path)
+    auth = OriginBoundAuth(agent.auth_header, card_url) if agent.auth_header else None
+    timeout = httpx.Timeout(limits.call_seconds(), connect=limits.connect_seconds())
+    transport = CappedTransport(limits.max_response_bytes())
+    async with httpx.AsyncClient(auth=auth, timeout=timeout, transport=transport) as http:
+        card = await _bounded(agent, A2ACardResolver(http, base, path).get_agent_card())
+        check_card(card, card_url, agent.name)
         streaming = bool(card.capabilities.streaming)
         config = ClientConfig(httpx_client=http, streaming=streaming, polling=not streaming)
         client = ClientFactory(config).create(card)
@@ -108,8 +122,16 @@ async def connect(agent: RemoteAgent) -> AsyncIterator[tuple[Client, bool]]:
             await client.close()
 
 
-class RemoteStalled(Exception):
+class RemoteStalled(RemoteAgentFailed):
     """The remote task stayed unsettled (submitted or working) past the time a call waits."""
+
+
+class RemoteTooSlow(RemoteAgentFailed):
+    """One call to the remote agent took longer in all than HARBOR_A2A_CALL_SECONDS."""
+
+
+class RemoteForged(RemoteAgentFailed):
+    """The remote agent answered with a task that is not this call's (another task or context)."""
 
 
 def settle_seconds() -> float:
@@ -117,6 +139,17 @@ def settle_seconds() -> float:
     minutes by default): a task left working for ever (its agent restarted and dropped the
     work) fails the call loudly instead of holding the run."""
     return float(os.environ.get("HARBOR_A2A_SETTLE_SECONDS", "900"))
+
+
+async def _bounded(agent: RemoteAgent, call: Awaitable[T]) -> T:
+    """`call` within HARBOR_A2A_CALL_SECONDS in all: a per-read timeout alone lets an agent
+    that trickles a byte at a time hold the call for ever."""
+    seconds = limits.call_seconds()
+    try:
+        async with asyncio.timeout(seconds):
+            return await call
+    except TimeoutError:
+        raise RemoteTooSlow(f"remote agent {agent.name} did not answer within {seconds:g} s") from None
 
 
 async def _settled(agent: RemoteAgent, waiting: Awaitable[RemoteTask]) -> RemoteTask:
@@ -128,10 +161,22 @@ async def _settled(agent: RemoteAgent, waiting: Awaitable[RemoteTask]) -> Remote
         raise RemoteStalled(f"remote agent {agent.name}: its task did not settle in {seconds:g} s") from None
 
 
+def _owned(agent: RemoteAgent, task: RemoteTask, *, context_id: str = "", task_id: str = "") -> RemoteTask:
+    """`task` if it is the one this call holds (its context; its id once known), else
+    RemoteForged: an agent answering with another run's task must not settle this one."""
+    if (context_id and task.context_id != context_id) or (task_id and task.task_id != task_id):
+        raise RemoteForged(
+            f"remote agent {agent.name} answered with task {task.task_id!r} in context {task.context_id!r},"
+            f" not this call's ({'task ' + repr(task_id) + ' in ' if task_id else ''}context {context_id!r}); refused"
+        )
+    return task
+
+
 async def send(agent: RemoteAgent, *, text: str, context_id: str, message_id: str, task_id: str = "") -> RemoteTask:
     """Send one text message (a new task in `context_id`, or more input on `task_id`) and
     follow the task until it settles: interrupted (input or auth required) or terminal."""
-    return await _settled(agent, _send(agent, text=text, context_id=context_id, message_id=message_id, task_id=task_id))
+    sent = await _settled(agent, _send(agent, text=text, context_id=context_id, message_id=message_id, task_id=task_id))
+    return _owned(agent, sent, context_id=context_id, task_id=task_id)
 
 
 async def _send(agent: RemoteAgent, *, text: str, context_id: str, message_id: str, task_id: str) -> RemoteTask:
@@ -139,58 +184,94 @@ async def _send(agent: RemoteAgent, *, text: str, context_id: str, message_id: s
     if task_id:
         message.task_id = task_id
     async with connect(agent) as (client, _streaming):
-        latest: RemoteTask | None = None
-        async for event in client.send_message(SendMessageRequest(message=message)):
-            if event.HasField("task"):
-                latest = remote_task(event.task)
-            elif event.HasField("status_update") or event.HasField("artifact_update"):
-                # Status and artifact updates are deltas: the settled task is read back whole.
-                update = event.status_update if event.HasField("status_update") else event.artifact_update
-                state = STATE_NAMES.get(event.status_update.status.state, "") if event.HasField("status_update") else ""
-                if state in INTERRUPTED or state in TERMINAL:
-                    return await _get(client, update.task_id)
-            elif event.HasField("message"):
-                raise RemoteGarbage("the remote agent answered with a message, not a task")
-            if latest is not None and latest.settled:
-                return latest
-        if latest is None:
-            raise RemoteGarbage("the remote agent answered with no task")
-        return latest if latest.settled else await _poll(client, latest.task_id)
+        seen: list[RemoteTask] = []
+        try:
+            # The send and the stream it answers with are one call: bounded in all. A task
+            # still working at the bound is then polled, each look bounded again.
+            async with asyncio.timeout(limits.call_seconds()):
+                settled = await _answer(agent, client, SendMessageRequest(message=message), seen)
+        except TimeoutError:
+            if not seen:
+                raise RemoteTooSlow(
+                    f"remote agent {agent.name} did not answer within {limits.call_seconds():g} s"
+                ) from None
+            settled = None
+        if settled is not None:
+            return settled
+        latest = _owned(agent, seen[-1], context_id=context_id, task_id=task_id)
+        return await _poll(agent, client, latest.task_id)
 
 
-async def _get(client: Client, task_id: str) -> RemoteTask:
-    return remote_task(await client.get_task(GetTaskRequest(id=task_id)))
+async def _answer(agent: RemoteAgent, client: Client, request: SendMessageRequest, seen: list) -> RemoteTask | None:
+    """The task the send's answer settles on, or None (the answer ended with it unsettled);
+    every task seen on the way is appended to `seen`."""
+    async for event in client.send_message(request):
+        if event.HasField("task"):
+            seen.append(remote_task(event.task))
+        elif event.HasField("status_update") or event.HasField("artifact_update"):
+            # Status and artifact updates are deltas: the settled task is read back whole.
+            update = event.status_update if event.HasField("status_update") else event.artifact_update
+            state = STATE_NAMES.get(event.status_update.status.state, "") if event.HasField("status_update") else ""
+            if state in INTERRUPTED or state in TERMINAL:
+                return await _get(agent, client, update.task_id)
+        elif event.HasField("message"):
+            raise RemoteGarbage("the remote agent answered with a message, not a task")
+        if seen and seen[-1].settled:
+            return seen[-1]
+    if not seen:
+        raise RemoteGarbage("the remote agent answered with no task")
+    return None
 
 
-async def _poll(client: Client, task_id: str) -> RemoteTask:
+async def _get(agent: RemoteAgent, client: Client, task_id: str) -> RemoteTask:
+    task = remote_task(await _bounded(agent, client.get_task(GetTaskRequest(id=task_id))))
+    return _owned(agent, task, task_id=task_id)
+
+
+async def _poll(agent: RemoteAgent, client: Client, task_id: str) -> RemoteTask:
     while True:
-        task = await _get(client, task_id)
+        task = await _get(agent, client, task_id)
         if task.settled:
             return task
         await asyncio.sleep(POLL_SECONDS)
 
 
-async def follow(agent: RemoteAgent, task_id: str) -> RemoteTask:
+async def follow(agent: RemoteAgent, task_id: str, *, context_id: str = "") -> RemoteTask:
     """Wait, by polling, until a task we already sent settles (a retry never re-sends)."""
-    async with connect(agent) as (client, _):
-        return await _settled(agent, _poll(client, task_id))
+
+    async def polled() -> RemoteTask:
+        async with connect(agent) as (client, _):
+            return await _poll(agent, client, task_id)
+
+    return _owned(agent, await _settled(agent, polled()), context_id=context_id, task_id=task_id)
 
 
-async def get(agent: RemoteAgent, task_id: str) -> RemoteTask:
-    async with connect(agent) as (client, _):
-        return await _get(client, task_id)
+async def get(agent: RemoteAgent, task_id: str, *, context_id: str = "") -> RemoteTask:
+    async def look() -> RemoteTask:
+        async with connect(agent) as (client, _):
+            return await _get(agent, client, task_id)
+
+    return _owned(agent, await _bounded(agent, look()), context_id=context_id)
 
 
 async def find_in_context(agent: RemoteAgent, context_id: str) -> RemoteTask | None:
     """The task already started in `context_id`, if any (an earlier attempt's send landed)."""
-    async with connect(agent) as (client, _):
-        page = await client.list_tasks(ListTasksRequest(context_id=context_id, history_length=50))
-        return remote_task(page.tasks[0]) if page.tasks else None
+
+    async def listed() -> RemoteTask | None:
+        async with connect(agent) as (client, _):
+            page = await client.list_tasks(ListTasksRequest(context_id=context_id, history_length=50))
+            return remote_task(page.tasks[0]) if page.tasks else None
+
+    found = await _bounded(agent, listed())
+    return _owned(agent, found, context_id=context_id) if found is not None else None
 
 
 async def cancel(agent: RemoteAgent, task_id: str) -> RemoteTask:
-    async with connect(agent) as (client, _):
-        return remote_task(await client.cancel_task(CancelTaskRequest(id=task_id)))
+    async def cancelled() -> RemoteTask:
+        async with connect(agent) as (client, _):
+            return remote_task(await client.cancel_task(CancelTaskRequest(id=task_id)))
+
+    return _owned(agent, await _bounded(agent, cancelled()), task_id=task_id)
 
 
 def stable_id(*parts: str) -> str:

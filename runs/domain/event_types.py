@@ -30,7 +30,7 @@ class TaskCompleted(TypedDict):
 
 class TaskFailed(TypedDict):
     TaskID: str
-    Code: str  # a FailureCode: constraints_conflict, tool_context_lost, runtime_error
+    Code: str  # a FailureCode: constraints_conflict, tool_context_lost, runtime_error, remote_agent
     Message: str
 
 

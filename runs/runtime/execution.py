@@ -21,7 +21,7 @@ from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 from .lease import Landed, Lease, LeaseLost, give_back
 from .ledger import outcome_of, settle_attempt
 from .parking import park
-from .tools import Interrupted, Tool, ToolContext, ToolPause
+from .tools import Interrupted, Tool, ToolContext, ToolFailure, ToolPause, TryLater
 
 log = logging.getLogger("harbor.runtime")
 
@@ -74,6 +74,8 @@ def execute(lease: Lease, call: Call) -> Run | None:
         # Not recorded: the run's next boundary applies the hard cancel.
         settle_attempt(attempt, ToolCallOutcome.INTERRUPTED)
         return None
+    except TryLater as later:
+        return _record(lease, call, ToolCallOutcome.DEFERRED, _deferred, str(later))
     except ErrToolContextLost as lost:
         message = lost.message
         return _record(
@@ -84,7 +86,10 @@ def execute(lease: Lease, call: Call) -> Run | None:
             # The database's connection, not the tool (the body's own query found it gone):
             # the step is taken again, as after a crash.
             raise
-        message = f"{call.tool.name}: {type(error).__name__}: {error}"
+        if isinstance(error, ToolFailure):  # the tool said why, in plain words
+            code, message = error.code, f"{call.tool.name}: {error}"
+        else:
+            code, message = FailureCode.RUNTIME_ERROR, f"{call.tool.name}: {type(error).__name__}: {error}"
 
         def failed(run: Run) -> bool:
             events.emit(
@@ -94,7 +99,7 @@ def execute(lease: Lease, call: Call) -> Run | None:
                     Tool=call.tool.name, Step=call.step, Error=message, **call.tool.describe(call.args, ctx)
                 ),
             )
-            return _failed(run, FailureCode.RUNTIME_ERROR, message)
+            return _failed(run, code, message)
 
         return _record(lease, call, ToolCallOutcome.FAILED, failed, message)
     return _record(lease, call, ToolCallOutcome.COMPLETED, lambda run: _checkpoint(run, call, result))
@@ -128,6 +133,12 @@ def _record(lease: Lease, call: Call, outcome: str, apply: Outcome, error: str =
     except LeaseLost:
         settle_attempt(call.attempt, ToolCallOutcome.FENCED, "the worker lost its lease")
         raise
+
+
+def _deferred(run: Run) -> bool:
+    """The call could not start: the run gives its worker back, its call still pending."""
+    give_back(run)
+    return False
 
 
 def _failed(run: Run, code: str, message: str) -> bool:

@@ -66,6 +66,19 @@ class Interrupted(Exception):
     """The step in flight was interrupted by a hard cancel."""
 
 
+class ToolFailure(Exception):
+    """Raised by a tool whose call failed for a reason it names in plain words (a remote
+    agent too slow, its answer too large): the run fails with `code` and the message alone."""
+
+    code = "runtime_error"
+
+
+class TryLater(Exception):
+    """Raised by a tool that cannot start its call now (a bound on calls in flight is full)
+    before any side effect: the attempt is recorded as deferred and the run gives its worker
+    back, queued behind the runs waiting; its next step runs the same call again."""
+
+
 @dataclass
 class ToolContext:
     """Per-run tool state. `state` must stay serializable (it is checkpointed); live
