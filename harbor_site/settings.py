@@ -368,7 +368,7 @@ HARBOR_A2A_MAX_RESPONSE_BYTES = int(os.environ.get("HARBOR_A2A_MAX_RESPONSE_BYTE
 # answer): the first HARBOR_A2A_MAX_TEXT_BYTES, with a note saying how much was cut.
 HARBOR_A2A_MAX_TEXT_BYTES = int(os.environ.get("HARBOR_A2A_MAX_TEXT_BYTES", str(64 * 1024)))
 # Remote calls in flight at once, across every worker: per tenant, and per agent host. A step
-# that finds no free slot gives its worker back and is taken again later (docs/adr/0003).
+# that finds no free slot gives its worker back and is taken again later (docs/adr/0004).
 HARBOR_A2A_MAX_CALLS_PER_TENANT = int(os.environ.get("HARBOR_A2A_MAX_CALLS_PER_TENANT", "2"))
 HARBOR_A2A_MAX_CALLS_PER_PEER = int(os.environ.get("HARBOR_A2A_MAX_CALLS_PER_PEER", "4"))
 # Hosts (host or host:port) an agent card may send its JSON-RPC calls to beyond the card's

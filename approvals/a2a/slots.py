@@ -4,7 +4,7 @@ back when it ends. A slot's number is unique in its scope, so two workers can ne
 take the last one; a holder renews its slots while it waits, and a dead holder's lapse.
 
 A call that finds no free slot does not wait holding its worker: after a short look it
-raises TryLater, and the run gives its worker back (docs/adr/0003)."""
+raises TryLater, and the run gives its worker back (docs/adr/0004)."""
 
 import time
 import uuid

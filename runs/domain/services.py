@@ -250,9 +250,12 @@ def _submit_locked(
     elif method == Instruction.PAUSE and run.status == RunStatus.PAUSED and parked_by_operator(run):
         pass  # an operator's pause holds it already: applied as it stands
     elif not cancel_now:  # the rest waits for the run's next step boundary (a parked run's: after it resumes)
-        fields = {"steering_pending": True}
+        fields: dict[str, object] = {"steering_pending": True}
         if method == Instruction.CANCEL and payload.get("hard"):
             fields["hard_cancel"] = True
+        if run.queued_at > timezone.now():  # a step put off (a full bound) is taken now, to apply it
+            fields["queued_at"] = timezone.now()
+            wake_on_commit()
         Run.objects.filter(pk=run.pk).update(**fields)
         return SteeringReceipt(_instruction(caller, run, instruction_id, method, payload, event_id), replayed=False)
     # Applied at once: the audit row is written settled.

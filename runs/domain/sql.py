@@ -94,9 +94,10 @@ def _marks(values: Sized) -> str:
     return ", ".join(["%s"] * len(values))
 
 
-# A claimable run: ready, and free or its holder's lease expired (it died). Its parameters:
-# the two ready statuses, then the time.
-_CLAIMABLE = "status IN (%s, %s) AND (lease_owner = '' OR lease_expires_at < %s)"
+# A claimable run: ready, free or its holder's lease expired (it died), and queued for now
+# (a step put off, lease.give_back's `after`, is not). Its parameters: the two ready
+# statuses, then the time twice.
+_CLAIMABLE = "status IN (%s, %s) AND (lease_owner = '' OR lease_expires_at < %s) AND queued_at <= %s"
 _READY_STATUSES = [RunStatus.PENDING.value, RunStatus.RUNNING.value]
 READY = f"""
     SELECT id FROM {Run._meta.db_table} AS candidate
@@ -114,7 +115,7 @@ def ready_run_ids(now: datetime, share: int, limit: int) -> list[str]:
     conn = transaction.get_connection()
     at = conn.ops.adapt_datetimefield_value(now)
     with conn.cursor() as cursor:
-        cursor.execute(READY, [*_READY_STATUSES, at, at, share, limit])
+        cursor.execute(READY, [*_READY_STATUSES, at, at, at, share, limit])
         return [pk for (pk,) in cursor.fetchall()]
 
 
@@ -134,7 +135,7 @@ def claim(run_id: str, worker: str, now: datetime, expires: datetime) -> bool:
         cursor.execute(
             f"UPDATE {_table(Run)} SET {owner} = %s, {expiry} = %s WHERE id = %s"
             f" AND ({_CLAIMABLE} OR (status IN (%s, %s) AND lease_owner = %s))",
-            [worker, until, run_id, *_READY_STATUSES, at, *_READY_STATUSES, worker],
+            [worker, until, run_id, *_READY_STATUSES, at, at, *_READY_STATUSES, worker],
         )
         return cursor.rowcount == 1
 
@@ -146,5 +147,5 @@ def gives_way(run: Run, now: datetime, share: int) -> bool:
     conn = transaction.get_connection()
     at = conn.ops.adapt_datetimefield_value(now)
     with conn.cursor() as cursor:
-        cursor.execute(_GIVES_WAY, [*_READY_STATUSES, at, run.priority, run.pk, run.tenant_id, at, share])
+        cursor.execute(_GIVES_WAY, [*_READY_STATUSES, at, at, run.priority, run.pk, run.tenant_id, at, share])
         return bool(cursor.fetchone()[0])

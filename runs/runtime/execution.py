@@ -6,6 +6,8 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
@@ -24,6 +26,8 @@ from .parking import park
 from .tools import Interrupted, Tool, ToolContext, ToolFailure, ToolPause, TryLater
 
 log = logging.getLogger("harbor.runtime")
+
+DEFERRED_MAX_SECONDS = 30.0  # the longest a call that found its bound full is put off
 
 Outcome = Callable[[Run], bool]  # applies an outcome to the run (lock held): whether it goes on
 
@@ -75,7 +79,7 @@ def execute(lease: Lease, call: Call) -> Run | None:
         settle_attempt(attempt, ToolCallOutcome.INTERRUPTED)
         return None
     except TryLater as later:
-        return _record(lease, call, ToolCallOutcome.DEFERRED, _deferred, str(later))
+        return _record(lease, call, ToolCallOutcome.DEFERRED, partial(_deferred, attempt.attempt), str(later))
     except ErrToolContextLost as lost:
         message = lost.message
         return _record(
@@ -135,9 +139,11 @@ def _record(lease: Lease, call: Call, outcome: str, apply: Outcome, error: str =
         raise
 
 
-def _deferred(run: Run) -> bool:
-    """The call could not start: the run gives its worker back, its call still pending."""
-    give_back(run)
+def _deferred(attempt: int, run: Run) -> bool:
+    """The call could not start: the run gives its worker back, its call still pending, and
+    is put off longer each time (half a second, doubling, at most DEFERRED_MAX_SECONDS), so a
+    full bound costs the ledger a few rows, not one a second."""
+    give_back(run, after=timedelta(seconds=min(DEFERRED_MAX_SECONDS, 0.5 * 2 ** (attempt - 1))))
     return False
 
 

@@ -154,12 +154,14 @@ class Lease:
                 connection.close()
 
 
-def give_back(run: Run) -> None:
+def give_back(run: Run, after: timedelta = timedelta(0)) -> None:
     """In the transaction that ends a step of a run that goes on: the run is released and
-    queued behind the runs already waiting (its priority first)."""
-    run.lease_owner, run.lease_expires_at, run.queued_at = "", None, timezone.now()
+    queued behind the runs already waiting (its priority first), `after` from now (a step
+    put off; the sweep's look finds it then)."""
+    run.lease_owner, run.lease_expires_at, run.queued_at = "", None, timezone.now() + after
     save_run(run)
-    wake_on_commit()  # another worker may take it while this one looks for more
+    if not after:
+        wake_on_commit()  # another worker may take it while this one looks for more
 
 
 class _Keeper:

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from django.utils import timezone
 
 from approvals.a2a import slots
 from approvals.a2a.models import RemoteAgent, RemoteCallSlot
@@ -74,12 +75,14 @@ def test_a_tenant_at_its_bound_defers_its_next_call_and_gives_its_worker_back(pe
 
         second.refresh_from_db()
         assert second.status == RunStatus.RUNNING and second.lease_owner == ""  # its worker given back
+        assert second.queued_at > timezone.now()  # put off: not taken again at once, for ever
         assert ledger(second) == [(0, 1, "deferred")]
         assert "1 remote call(s) already in flight for tenant" in ToolCall.objects.get(run=second).error
         assert open_pause(other).payload["Question"] == "Which date do you want to fly?"  # globex went on
 
         ended(people_tx, first, worker)
     assert slots.in_flight(f"tenant:{people_tx.acme.pk}") == 0  # the interrupted call gave its slot back
+    time.sleep(max(0.0, (second.queued_at - timezone.now()).total_seconds()))
     drain()
     assert open_pause(second).payload["Question"] == "Which date do you want to fly?"
     assert ledger(second) == [(0, 1, "deferred"), (0, 2, "paused")]
@@ -108,7 +111,5 @@ def test_a_slot_whose_holder_died_lapses(people_tx, settings):
     slots.take(bounds)  # its holder dies without giving it back
     with pytest.raises(slots.NoFreeSlot):
         slots.take(bounds)
-    from django.utils import timezone
-
     RemoteCallSlot.objects.update(expires_at=timezone.now())  # its lapse has passed
     assert slots.take(bounds)
