@@ -266,6 +266,38 @@ async def test_a_password_change_closes_the_other_sessions_sockets_at_once(peopl
     assert await bob.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
 
 
+@database_sync_to_async
+def account_leaves(username: str, how: str) -> None:
+    """As the admin site does: the account deactivated, deleted, or its membership deleted."""
+    from django.contrib.auth import get_user_model
+
+    from runs.models import Membership
+
+    user = get_user_model().objects.get(username=username)
+    if how == "deactivated":
+        user.is_active = False
+        user.save()
+    elif how == "deleted":
+        user.delete()
+    else:
+        Membership.objects.filter(user=user).delete()
+
+
+@pytest.mark.parametrize(("how", "code"), [("deactivated", 4403), ("deleted", 4401), ("membership deleted", 4403)])
+async def test_an_account_that_leaves_loses_its_sockets_at_once(people_tx, settings, how, code):
+    """Not at the next periodic re-check: meanwhile the socket would be sent new pauses
+    with live resume tokens."""
+    settings.HARBOR_WS_RECHECK_SECONDS = 60
+    bob, connected, _ = await connect(user="bob")
+    assert connected
+    run = await start(people_tx, "alice")
+    assert (await bob.receive_json_from(timeout=5))["run"] == run.pk  # checked, and live
+    while not await bob.receive_nothing(timeout=2):
+        await bob.receive_output()
+    await account_leaves("bob", how)
+    assert await bob.receive_output(timeout=3) == {"type": "websocket.close", "code": code}
+
+
 async def test_a_cursor_past_the_head_starts_at_the_head(people_tx):
     """A page that saw a longer log (reset since) hears what comes next, rather than nothing
     until the log grows past its cursor."""
