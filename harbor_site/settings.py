@@ -381,6 +381,11 @@ try:
 except ValueError as error:
     raise ImproperlyConfigured(f"HARBOR_OAUTH_SOURCES is not valid JSON: {error}") from None
 
+# --- Web and live streams bounds --------------------------------------------------------------
+# SSE streams one person may hold open on one server process, as websockets
+# (HARBOR_WS_MAX_PER_USER); past it a stream is refused with 429 rate_limited.
+HARBOR_SSE_MAX_PER_USER = int(os.environ.get("HARBOR_SSE_MAX_PER_USER", str(HARBOR_WS_MAX_PER_USER)))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
