@@ -61,7 +61,7 @@ CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").sp
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "harbor_site.admin_apps.HarborAdminConfig",  # django.contrib.admin, its site guarding secret columns
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
