@@ -41,7 +41,11 @@ def test_no_admin_reaches_a_secret_column(rf, model, model_admin):
     request = rf.get("/")
     named = [
         *model_admin.search_fields,
-        *(item if isinstance(item, str) else item[0] for item in model_admin.list_filter if not isinstance(item, type)),
+        *(
+            item if isinstance(item, str) else str(item[0])
+            for item in model_admin.list_filter
+            if isinstance(item, str | tuple)
+        ),
         *(item for item in model_admin.list_display if isinstance(item, str)),
         *(model_admin.ordering or ()),
         model_admin.date_hierarchy or "",
