@@ -385,6 +385,9 @@ except ValueError as error:
 # SSE streams one person may hold open on one server process, as websockets
 # (HARBOR_WS_MAX_PER_USER); past it a stream is refused with 429 rate_limited.
 HARBOR_SSE_MAX_PER_USER = int(os.environ.get("HARBOR_SSE_MAX_PER_USER", str(HARBOR_WS_MAX_PER_USER)))
+# The largest websocket frame the pages are sent, in bytes: below the 1 MiB a websocket peer
+# takes (Daphne's own default, common clients'); a larger event's big fields are cut.
+HARBOR_WS_MAX_FRAME_BYTES = int(os.environ.get("HARBOR_WS_MAX_FRAME_BYTES", str(512 * 1024)))
 
 LOGGING = {
     "version": 1,
