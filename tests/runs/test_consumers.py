@@ -307,7 +307,9 @@ def emit_large(run_id: str, size: int) -> None:
 
     with events.atomic():
         run = Run.objects.get(pk=run_id)
-        events.emit(run=run, type="tool.completed", payload={"Tool": "fetch", "Step": 9, "Result": "é" * size, "Attempt": 1})
+        events.emit(
+            run=run, type="tool.completed", payload={"Tool": "fetch", "Step": 9, "Result": "é" * size, "Attempt": 1}
+        )
 
 
 @pytest.mark.parametrize("pushed", [True, False])
