@@ -82,6 +82,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "runs.protocol.middleware.ProtocolGuardMiddleware",  # first: client address, Host and body size for /v1/
     "django.middleware.security.SecurityMiddleware",
+    "runs.web.bidi.BidiControlsShown",  # after every other's response: the page as sent
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

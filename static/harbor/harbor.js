@@ -340,6 +340,8 @@
   /* ---- Run page: the timeline streams in, the state follows -------------------------- */
 
   const HIDDEN = new Set(["TaskID", "Token", "PauseToken", "AuthorizeURL", "State"]);
+  // Bidirectional controls shown, not obeyed, as the server does for pages (runs/web/bidi.py).
+  const BIDI = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/g;
   function summary(payload) {
     return Object.entries(payload || {})
       .filter(([k, v]) => !k.startsWith("_") && !HIDDEN.has(k) && v !== null && v !== "" &&
@@ -347,7 +349,7 @@
       .map(([k, v]) => {
         const text = typeof v === "string" ? v : JSON.stringify(v);
         return `${k}: ${text.length > 160 ? text.slice(0, 159) + "…" : text}`;
-      }).join(" · ");
+      }).join(" · ").replace(BIDI, (c) => `[U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}]`);
   }
 
   if (page === "run") {

@@ -77,3 +77,31 @@ def test_a_frame_the_page_cannot_read_makes_it_say_so_and_reload(browser, live_h
     expect(indicator).to_have_text("out of date: reload", timeout=LIVE)
     assert olivia.evaluate("window.__harborNoReload === true")
     olivia.context.close()
+
+
+def test_the_run_page_shows_bidi_controls_of_a_live_event_not_obeys_them(browser, live_harbor):
+    run_id = start_run(live_harbor, user="alice", agent_id="countdown", query="count to 2")
+    olivia = sign_in(browser, live_harbor, "olivia")
+    routes = []
+
+    def proxy(route):
+        routes.append(route)
+        route.connect_to_server()
+
+    olivia.route_web_socket(re.compile(r"/ws/events/"), proxy)
+    olivia.goto(f"/console/runs/{run_id}/")
+    expect(olivia.locator("[data-live-indicator]")).to_have_text("live", timeout=LIVE)
+    frame = {
+        "type": "message.received",
+        "sequence": 10**9,
+        "occurred_at": "2026-12-07T10:00:00Z",
+        "tenant": "acme",
+        "user": "alice",
+        "session": "cli",
+        "run": run_id,
+        "payload": {"Message": "ship to staging\u202enoitcudorp"},
+    }
+    routes[-1].send(json.dumps(frame))
+    shown = olivia.locator(f'[data-timeline] li[data-seq="{10**9}"] .summary')
+    expect(shown).to_have_text("Message: ship to staging[U+202E]noitcudorp", timeout=LIVE)
+    olivia.context.close()
