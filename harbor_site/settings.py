@@ -389,6 +389,9 @@ HARBOR_SSE_MAX_PER_USER = int(os.environ.get("HARBOR_SSE_MAX_PER_USER", str(HARB
 # The largest websocket frame the pages are sent, in bytes: below the 1 MiB a websocket peer
 # takes (Daphne's own default, common clients'); a larger event's big fields are cut.
 HARBOR_WS_MAX_FRAME_BYTES = int(os.environ.get("HARBOR_WS_MAX_FRAME_BYTES", str(512 * 1024)))
+# Seconds a connection has to deliver a whole request (line, headers and body) from when it
+# opens or its last response ends; past that the server hangs up (harbor_site.compat.twisted).
+HARBOR_HTTP_REQUEST_SECONDS = float(os.environ.get("HARBOR_HTTP_REQUEST_SECONDS", "30"))
 
 LOGGING = {
     "version": 1,
