@@ -53,7 +53,7 @@ def test_a_two_mib_event_reaches_a_real_client_cut_to_size(live_harbor):
         )
         in_server(live_harbor, emit.format(size=2 * 1024 * 1024))
         in_server(live_harbor, emit.format(size=10))
-        seen = []
+        seen: list[dict] = []
         deadline = time.monotonic() + 40
         while time.monotonic() < deadline and len([e for e in seen if e["payload"].get("Step") == 90]) < 2:
             seen.append(json.loads(ws.recv(timeout=deadline - time.monotonic())))
