@@ -16,6 +16,8 @@ from websockets.sync.client import connect
 
 from tests.live import PYTHON, ROOT, _wait_healthy, free_port
 
+from .conftest import mint
+
 DEADLINE = 2.0
 
 
@@ -122,11 +124,7 @@ def test_a_keep_alive_connection_serves_requests_and_a_websocket_outlives_the_de
 
 
 def test_an_event_stream_outlives_the_deadline(strict_server, live_harbor):
-    try:
-        token = live_harbor.manage("harbor_token", "--tenant", "acme", "--user", "olivia", "--session", "slow").strip()
-    except RuntimeError:
-        pytest.skip("this deployment trusts no development key")
-    headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+    headers = {"Authorization": f"Bearer {mint('olivia', 'slow')}", "Accept": "text/event-stream"}
     with httpx.stream("GET", f"{strict_server}/v1/events", headers=headers, timeout=10) as response:
         assert response.status_code == 200
         opened, keepalives = time.monotonic(), 0
