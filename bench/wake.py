@@ -202,6 +202,8 @@ def http_rows(
         "HARBOR_EXECUTOR": "celery" if production else "thread",
         "HARBOR_HTTPS": "0",
         "HARBOR_STATIC_ROOT": str(scratch / "static"),
+        # The stream rows hold all their streams as one caller: past the per-person cap.
+        "HARBOR_SSE_MAX_PER_USER": str(stream_count),
     }
     if production:
         env["DATABASE_URL"] = streams.named_database_url(env["DATABASE_URL"])

@@ -21,7 +21,7 @@ from channels.sessions import CookieMiddleware  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.http.request import split_domain_port, validate_host  # noqa: E402
 
-from harbor_site.compat import daphne  # noqa: E402
+from harbor_site.compat import daphne, twisted  # noqa: E402
 from harbor_site.request_threads import RequestThreads  # noqa: E402
 from harbor_site.sqlite_wal import keep_wal_open  # noqa: E402
 from runs.domain import events  # noqa: E402
@@ -33,6 +33,9 @@ django_asgi = OneThreadASGIHandler()  # the middleware stack in one thread hop p
 # Daphne buffers whole bodies before the app runs (and BodyLimit sees them): refuse large ones
 # as they arrive, for a server with no proxy in front to bound them.
 daphne.refuse_large_bodies(body_limit, too_large)
+# A request must arrive whole in time: a byte or a header line every few seconds no longer
+# holds a connection for ever (Twisted's own timeout restarts at every byte).
+twisted.bound_request_time(settings.HARBOR_HTTP_REQUEST_SECONDS)
 
 DEFAULT_PORTS = {"http": "80", "https": "443"}
 

@@ -61,7 +61,7 @@ CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").sp
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "harbor_site.admin_apps.HarborAdminConfig",  # django.contrib.admin, its site guarding secret columns
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -82,6 +82,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "runs.protocol.middleware.ProtocolGuardMiddleware",  # first: client address, Host and body size for /v1/
     "django.middleware.security.SecurityMiddleware",
+    "runs.web.bidi.BidiControlsShown",  # after every other's response: the page as sent
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -399,6 +400,17 @@ try:
     HARBOR_OAUTH_SOURCES = json.loads(os.environ.get("HARBOR_OAUTH_SOURCES", "") or "[]")
 except ValueError as error:
     raise ImproperlyConfigured(f"HARBOR_OAUTH_SOURCES is not valid JSON: {error}") from None
+
+# --- Web and live streams bounds --------------------------------------------------------------
+# SSE streams one person may hold open on one server process, as websockets
+# (HARBOR_WS_MAX_PER_USER); past it a stream is refused with 429 rate_limited.
+HARBOR_SSE_MAX_PER_USER = int(os.environ.get("HARBOR_SSE_MAX_PER_USER", str(HARBOR_WS_MAX_PER_USER)))
+# The largest websocket frame the pages are sent, in bytes: below the 1 MiB a websocket peer
+# takes (Daphne's own default, common clients'); a larger event's big fields are cut.
+HARBOR_WS_MAX_FRAME_BYTES = int(os.environ.get("HARBOR_WS_MAX_FRAME_BYTES", str(512 * 1024)))
+# Seconds a connection has to deliver a whole request (line, headers and body) from when it
+# opens or its last response ends; past that the server hangs up (harbor_site.compat.twisted).
+HARBOR_HTTP_REQUEST_SECONDS = float(os.environ.get("HARBOR_HTTP_REQUEST_SECONDS", "30"))
 
 LOGGING = {
     "version": 1,

@@ -8,6 +8,7 @@ class RunsConfig(AppConfig):
     def ready(self) -> None:
         from harbor_site.compat import psycopg_pool
         from runs import tasks
+        from runs.identity import departures  # noqa: F401  (a person who leaves loses their streams and delegations)
         from runs.runtime import (
             agents,  # noqa: F401  (registers the built-in agents and tools)
             dispatch,

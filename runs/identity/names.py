@@ -1,11 +1,15 @@
 """User names in their one canonical form, and the look-alikes refused on the way."""
 
 import unicodedata
+from functools import lru_cache
+
+from confusable_homoglyphs.confusables import confusables_data
 
 from runs.domain.errors import AuthRejected
 
-# Cyrillic and Greek letters that render like Latin ones. A name made only of these (and
-# digits/punctuation) is a whole-script look-alike of a Latin name ("аdmin" in Cyrillic).
+# Cyrillic and Greek letters that render like Latin ones, beside those Unicode's confusables
+# list maps to one (below). A name made only of these (and digits/punctuation) is a
+# whole-script look-alike of a Latin name ("аdmin" in Cyrillic).
 _LATIN_LOOKALIKES = set("аеорсухіјѕԁӏԛԝһүαεικνορτυχ")
 NAMESPACE_SEPARATOR = "/"  # refused inside names, so "partner/carol" names one person only
 
@@ -18,13 +22,27 @@ def _script(char: str) -> str | None:
     return name.split(" ", 1)[0] if name else "UNKNOWN"
 
 
+@lru_cache(maxsize=4096)
+def _ascii_lookalike(char: str) -> bool:
+    """A letter outside ASCII that renders as one ASCII letter or digit: Unicode's
+    confusables (confusable_homoglyphs' copy of confusables.txt) map it to one, `ɑ` → a,
+    `ı` → i, `ǀ` → l, Cyrillic `а` → a. Accented letters (é, ø, ł) are not in that list."""
+    if char.isascii():
+        return False
+    if char in _LATIN_LOOKALIKES:
+        return True
+    homoglyphs = confusables_data.get(char, ())
+    return any(len(h["c"]) == 1 and h["c"].isascii() and h["c"].isalnum() for h in homoglyphs)
+
+
 def name_normalise(name: object) -> str:
     """The canonical form of a user name: NFKC, case folded, stripped. `Alice`, `alice `
     and `ａｌｉｃｅ` (full width) are all `alice`.
 
     Look-alikes are refused rather than mapped: a name mixing scripts (Latin `alice` with a
-    Cyrillic `а`) or a Cyrillic/Greek name made only of Latin look-alike letters is almost
-    always an impersonation, and guessing which Latin name it "means" would merge two
+    Cyrillic `а`), a Latin name with a letter that renders as another (`ɑlice`, `alıce`; so
+    Turkish dotless ı too), or a Cyrillic/Greek name made only of Latin look-alike letters
+    is almost always an impersonation, and guessing which Latin name it "means" would merge two
     people. Control, format and space characters inside a name are refused too."""
     if not isinstance(name, str):
         raise AuthRejected("the user name must be a string")
@@ -41,6 +59,8 @@ def name_normalise(name: object) -> str:
     if len(scripts) > 1:
         raise AuthRejected("the user name mixes scripts (a look-alike of another name)")
     letters = [c for c in canonical if c.isalpha()]
-    if scripts and scripts != {"LATIN"} and all(c in _LATIN_LOOKALIKES for c in letters):
+    if scripts == {"LATIN"} and any(map(_ascii_lookalike, letters)):
+        raise AuthRejected("the user name has a letter that looks like another (`ɑ` for a, `ı` for i)")
+    if scripts and scripts != {"LATIN"} and all(map(_ascii_lookalike, letters)):
         raise AuthRejected("the user name looks like a Latin name written in another script")
     return canonical

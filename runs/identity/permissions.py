@@ -38,10 +38,9 @@ def membership_grant(*, tenant: Tenant, user: User, role: str) -> Membership:
 
 @transaction.atomic
 def membership_revoke(*, tenant: Tenant, user: User) -> None:
+    # Its delegations end and the person's open streams close at once (runs.identity.departures).
     Membership.objects.filter(tenant=tenant, user=user).delete()
     user.groups.remove(*Group.objects.filter(name__startswith=f"tenant-{tenant.pk}-"))
-    # The person's open streams re-check at once and close (their periodic re-check is the backstop).
-    transaction.on_commit(lambda: events.close_streams(user_id=user.pk, tenant_id=tenant.pk))
 
 
 def delegate(obj: Model, *, user: AbstractBaseUser, permission: str) -> None:

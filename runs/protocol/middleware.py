@@ -17,7 +17,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -190,11 +190,17 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
+def routed_path(target: str) -> str:
+    """The path a raw request target reaches the application as: the server decodes its
+    percent-escapes (`/%76%31/` is `/v1/`), so a bound read off the raw target must too."""
+    return unquote(split_target(target)[0].partition("?")[0], errors="replace")
+
+
 def body_limit(target: str) -> int | None:
     """The most body bytes a request to `target` may carry before the HTTP server hangs up
     (harbor_site.compat.daphne): a /v1/ one MAX_REQUEST_BYTES, any other Django's
     DATA_UPLOAD_MAX_MEMORY_SIZE (None: no limit)."""
-    if split_target(target)[0].startswith(PROTOCOL_PREFIX):
+    if routed_path(target).startswith(PROTOCOL_PREFIX):
         return MAX_REQUEST_BYTES
     return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
@@ -203,7 +209,7 @@ def too_large(target: str, declared: int | None, limit: int) -> tuple[bytes, byt
     """The HTTP server's 413 for a body past `body_limit` (its Content-Type and body): the
     protocol's JSON error under /v1/, a line of text elsewhere."""
     message = f"the body is over {limit} bytes" if declared is None else _too_large(declared, limit)
-    if split_target(target)[0].startswith(PROTOCOL_PREFIX):
+    if routed_path(target).startswith(PROTOCOL_PREFIX):
         return b"application/json", json.dumps({"code": "request_too_large", "message": message}).encode()
     return b"text/plain; charset=utf-8", f"Request body too large: {message}.\n".encode()
 

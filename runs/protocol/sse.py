@@ -19,6 +19,8 @@ import asyncio
 import json
 import logging
 import time
+import weakref
+from collections import Counter
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -34,7 +36,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from runs.domain import events, selectors
 from runs.domain.connection_loss import once_more_if_lost
-from runs.domain.errors import AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest
+from runs.domain.errors import AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest, RateLimited
 from runs.domain.event_types import Envelope
 from runs.domain.streams import (
     BATCH,
@@ -58,6 +60,36 @@ T = TypeVar("T")
 log = logging.getLogger("harbor.sse")
 
 RETRY_MS = 3000
+
+# Streams each person holds open on this process (its one event loop: no lock). Each costs
+# reads and a share of every push: the streams one person may open are bounded, as their
+# websockets are (HARBOR_SSE_MAX_PER_USER).
+_open_by_user: Counter[int] = Counter()
+
+
+class _Slot:
+    """One person's place among their open streams, given back once, whichever way the
+    stream ends (finished, the client gone, or never started and collected)."""
+
+    def __init__(self, user_id: int) -> None:
+        self.user_id: int | None = user_id
+        _open_by_user[user_id] += 1
+
+    def release(self) -> None:
+        if self.user_id is not None:
+            _open_by_user[self.user_id] -= 1
+            if not _open_by_user[self.user_id]:
+                del _open_by_user[self.user_id]
+            self.user_id = None
+
+
+def _take_slot(user_id: int) -> _Slot:
+    limit = int(getattr(settings, "HARBOR_SSE_MAX_PER_USER", 50))
+    if _open_by_user[user_id] >= limit:
+        refused = RateLimited(f"this person already holds {limit} open event streams; close one or retry later")
+        refused.retry_after = RETRY_MS // 1000  # type: ignore[attr-defined]  # read by harbor_error_response
+        raise refused
+    return _Slot(user_id)
 
 
 @dataclass(frozen=True)
@@ -197,7 +229,7 @@ def _error(error: HarborError) -> JsonResponse:
     return response
 
 
-async def _frames(plan: Plan, tail: Tail, cursor: int) -> AsyncGenerator[str, None]:
+async def _frames(plan: Plan, tail: Tail, cursor: int, slot: _Slot | None = None) -> AsyncGenerator[str, None]:
     """Read the log after the cursor (re-checking the caller), then wait. A push that follows
     the cursor is delivered from the message itself, under the Viewer of the last read, for
     a keepalive interval after that read, unless it carries a resume token for this caller;
@@ -250,6 +282,8 @@ async def _frames(plan: Plan, tail: Tail, cursor: int) -> AsyncGenerator[str, No
                 ):
                     break
     finally:
+        if slot is not None:
+            slot.release()
         await tail.leave()
 
 
@@ -265,13 +299,23 @@ async def events_stream(request: HttpRequest) -> HttpResponseBase:
         log.exception("opening an event stream failed")
         return JsonResponse({"code": "runtime_error", "message": "internal error"}, status=500)
 
-    layer = get_channel_layer()
-    tail = Tail(listening_on(layer), await layer.new_channel("sse."))
-    # Join the tenant group (the run's stream is a filter over it) before taking the cursor,
-    # so nothing committed in between is missed.
-    await tail.join(events.tenant_group(plan.tenant_id), events.user_group(plan.caller.user.pk))
-    cursor = starting_cursor(plan.cursor, await read_head(plan.tenant_id))
-    stream = StreamingHttpResponse(_frames(plan, tail, cursor), content_type="text/event-stream")
+    try:
+        slot = _take_slot(plan.caller.user.pk)
+    except HarborError as error:
+        return _error(error)
+    try:
+        layer = get_channel_layer()
+        tail = Tail(listening_on(layer), await layer.new_channel("sse."))
+        # Join the tenant group (the run's stream is a filter over it) before taking the
+        # cursor, so nothing committed in between is missed.
+        await tail.join(events.tenant_group(plan.tenant_id), events.user_group(plan.caller.user.pk))
+        cursor = starting_cursor(plan.cursor, await read_head(plan.tenant_id))
+    except BaseException:
+        slot.release()
+        raise
+    frames = _frames(plan, tail, cursor, slot)
+    weakref.finalize(frames, slot.release)  # a stream never iterated still gives its place back
+    stream = StreamingHttpResponse(frames, content_type="text/event-stream")
     stream["Cache-Control"] = "no-cache"
     stream["X-Accel-Buffering"] = "no"  # a buffering proxy would hold frames back
     return stream

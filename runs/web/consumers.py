@@ -18,7 +18,6 @@ Nothing here writes: steering goes through the services, like every other client
 
 import asyncio
 import functools
-import json
 import logging
 import random
 import time
@@ -50,6 +49,7 @@ from runs.identity.callers import Caller
 from runs.identity.sessions import web_session_for_key
 from runs.identity.visibility import Viewer, viewer_of, viewers_of
 from runs.models import Membership
+from runs.web.frames import frame_text
 
 log = logging.getLogger("harbor.ws")
 
@@ -370,7 +370,7 @@ def rendered(
     key = (tenant_slug, envelope["sequence"], envelope["run"], envelope["occurred_at"], with_token)
     text = _RENDERED.get(key)
     if text is None:
-        text = json.dumps(streams.pushed_envelope(item, tenant_slug=tenant_slug, with_token=with_token))
+        text = frame_text(streams.pushed_envelope(item, tenant_slug=tenant_slug, with_token=with_token))
         _RENDERED[key] = text
         if len(_RENDERED) > _RENDERED_MAX:
             _RENDERED.popitem(last=False)
@@ -625,7 +625,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
                         self.checked_at = time.monotonic()
                     for envelope in envelopes:
                         if envelope["sequence"] > self.cursor:  # else a push delivered it already
-                            await self._send_frame(json.dumps(envelope))
+                            await self._send_frame(frame_text(envelope))
                     self.cursor = max(self.cursor, cursor)
                 if head > self.cursor:  # a re-check, or a catch-up as far as its pushes: the rest's
                     # push may still be on the way; if it never comes, read it (re-checked)

@@ -64,6 +64,24 @@
     indicator.classList.toggle("offline", !on);
   }
 
+  /* A frame the page cannot read or show: it says so and reloads (the server renders the
+     whole state), at most once a minute, so a frame that fails again leaves it saying so
+     instead of reloading in a loop. */
+  const RELOADED = "harbor-stale-reload";
+  function stale(socket, error) {
+    console.error("live update not shown:", error);
+    socket.onclose = null;
+    socket.close();
+    setLive(false);
+    if (indicator) indicator.textContent = "out of date: reload";
+    const last = Number(sessionStorage.getItem(RELOADED) || 0);
+    if (Date.now() - last > 60000) {
+      sessionStorage.setItem(RELOADED, String(Date.now()));
+      if (indicator) indicator.textContent = "out of date: reloading…";
+      location.reload();
+    }
+  }
+
   /* Listen to /ws/events/ (narrowed to one run when given). After any drop (a server or
      Redis restart, the network) it reconnects with a growing, jittered delay and asks for a
      replay after the last sequence seen, so nothing is missed. */
@@ -81,9 +99,16 @@
       const socket = new WebSocket(`${scheme}://${location.host}${body.dataset.ws}?${params}`);
       socket.onopen = () => { delay = 500; setLive(true); if (onOpen) onOpen(); };
       socket.onmessage = (message) => {
-        const envelope = JSON.parse(message.data);
-        if (typeof envelope.sequence === "number") cursor = Math.max(cursor || 0, envelope.sequence);
-        onEvent(envelope);
+        let envelope;
+        try {
+          envelope = JSON.parse(message.data);
+          if (typeof envelope.sequence !== "number" || typeof envelope.type !== "string") throw new Error("not an event");
+          onEvent(envelope);
+        } catch (error) {
+          stale(socket, error); // never "live" while what arrives is not shown
+          return;
+        }
+        cursor = Math.max(cursor || 0, envelope.sequence);
       };
       socket.onclose = (event) => {
         setLive(false);
@@ -315,6 +340,8 @@
   /* ---- Run page: the timeline streams in, the state follows -------------------------- */
 
   const HIDDEN = new Set(["TaskID", "Token", "PauseToken", "AuthorizeURL", "State"]);
+  // Bidirectional controls shown, not obeyed, as the server does for pages (runs/web/bidi.py).
+  const BIDI = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/g;
   function summary(payload) {
     return Object.entries(payload || {})
       .filter(([k, v]) => !k.startsWith("_") && !HIDDEN.has(k) && v !== null && v !== "" &&
@@ -322,7 +349,7 @@
       .map(([k, v]) => {
         const text = typeof v === "string" ? v : JSON.stringify(v);
         return `${k}: ${text.length > 160 ? text.slice(0, 159) + "…" : text}`;
-      }).join(" · ");
+      }).join(" · ").replace(BIDI, (c) => `[U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}]`);
   }
 
   if (page === "run") {

@@ -13,8 +13,8 @@ from approvals.models import Pause
 from runs.domain.errors import NotFound
 from runs.domain.selectors import runs_visible
 from runs.domain.services import run_start, steering_submit
-from runs.identity.permissions import delegate, membership_grant
-from runs.models import Role
+from runs.identity.permissions import delegate, membership_grant, membership_revoke
+from runs.models import Membership, Role
 from runs.protocol.serializers import PauseListResponseSerializer
 from runs.runtime.dispatch import drain
 
@@ -95,3 +95,35 @@ def test_a_pause_list_page_costs_the_same_whatever_the_history(people, probe, wh
     with CaptureQueriesContext(connection) as large:
         pause_list(caller=caller)
     assert len(large) == len(small) <= 4, [q["sql"] for q in large.captured_queries]
+
+
+def test_delegations_end_with_the_membership(people, probe):
+    """Removed and added back as a plain member, a person decides nothing with what they
+    were lent before; their delegations in other tenants stay."""
+    pause = park(people)
+    mallory = people.caller("mallory")
+    delegate(pause.run, user=mallory.user, permission="view_run")
+    delegate(pause, user=mallory.user, permission="decide_pause")
+    membership_grant(tenant=people.globex, user=mallory.user, role=Role.MEMBER)
+    gina = people.caller("gina")
+    theirs, _ = run_start(caller=gina, query="launch", agent_id="probe")
+    drain()
+    delegate(Pause.objects.get(run=theirs), user=mallory.user, permission="decide_pause")
+    membership_revoke(tenant=people.acme, user=mallory.user)
+    membership_grant(tenant=people.acme, user=mallory.user, role=Role.MEMBER)
+    mallory = people.caller("mallory")
+    assert list(pauses_decidable(caller=mallory)) == []
+    with pytest.raises(NotFound):
+        steering_submit(caller=mallory, run_id=pause.run_id, method="approve", payload={})
+    assert Pause.objects.get(pk=pause.pk).is_open
+    assert list(UserObjectPermission.objects.filter(user=mallory.user).values_list("object_pk", flat=True)) == [
+        Pause.objects.get(run=theirs).pk
+    ]
+
+
+def test_a_membership_deleted_outside_the_service_ends_its_delegations_too(people, probe):
+    pause = park(people)
+    mallory = people.caller("mallory")
+    delegate(pause, user=mallory.user, permission="decide_pause")
+    Membership.objects.filter(tenant=people.acme, user=mallory.user).delete()  # a shell, a cascade
+    assert not UserObjectPermission.objects.filter(user=mallory.user).exists()

@@ -1,6 +1,8 @@
 """The websocket stream of the pages (PROTOCOL §5, websockets), through the real ASGI
 application: origin check, session auth, permission-filtered delivery and replay."""
 
+import json
+
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -264,6 +266,80 @@ async def test_a_password_change_closes_the_other_sessions_sockets_at_once(peopl
         await bob.receive_output()
     await change_password("bob")
     assert await bob.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
+
+
+@database_sync_to_async
+def account_leaves(username: str, how: str) -> None:
+    """As the admin site does: the account deactivated, deleted, or its membership deleted."""
+    from django.contrib.auth import get_user_model
+
+    from runs.models import Membership
+
+    user = get_user_model().objects.get(username=username)
+    if how == "deactivated":
+        user.is_active = False
+        user.save()
+    elif how == "deleted":
+        user.delete()
+    else:
+        Membership.objects.filter(user=user).delete()
+
+
+@pytest.mark.parametrize(("how", "code"), [("deactivated", 4403), ("deleted", 4401), ("membership deleted", 4403)])
+async def test_an_account_that_leaves_loses_its_sockets_at_once(people_tx, settings, how, code):
+    """Not at the next periodic re-check: meanwhile the socket would be sent new pauses
+    with live resume tokens."""
+    settings.HARBOR_WS_RECHECK_SECONDS = 60
+    bob, connected, _ = await connect(user="bob")
+    assert connected
+    run = await start(people_tx, "alice")
+    assert (await bob.receive_json_from(timeout=5))["run"] == run.pk  # checked, and live
+    while not await bob.receive_nothing(timeout=2):
+        await bob.receive_output()
+    await account_leaves("bob", how)
+    assert await bob.receive_output(timeout=3) == {"type": "websocket.close", "code": code}
+
+
+@database_sync_to_async
+def emit_large(run_id: str, size: int) -> None:
+    from runs.domain import events
+    from runs.models import Run
+
+    with events.atomic():
+        run = Run.objects.get(pk=run_id)
+        events.emit(
+            run=run, type="tool.completed", payload={"Tool": "fetch", "Step": 9, "Result": "é" * size, "Attempt": 1}
+        )
+
+
+@pytest.mark.parametrize("pushed", [True, False])
+async def test_an_event_past_the_frame_bound_is_cut_and_the_socket_goes_on(people_tx, settings, pushed):
+    """A 2 MiB event reaches the page as a frame within HARBOR_WS_MAX_FRAME_BYTES (a peer
+    refuses a message past 1 MiB and then hears nothing more): its small fields whole, the
+    large one cut with a note; the next event follows. Delivered from the push, or read
+    from the log by a socket that reconnects."""
+    run = await start(people_tx, "bob")
+    bob, connected, _ = await connect(f"/ws/events/?run={run.pk}", user="bob")
+    assert connected
+    while not await bob.receive_nothing(timeout=1):
+        await bob.receive_output()
+    if not pushed:
+        await bob.disconnect()
+        after = await database_sync_to_async(lambda: Event.objects.filter(run=run).order_by("-sequence")[0].sequence)()
+    await emit_large(run.pk, 2 * 1024 * 1024)
+    await emit_large(run.pk, 10)
+    if not pushed:
+        bob, connected, _ = await connect(f"/ws/events/?run={run.pk}&after={after}", user="bob")
+        assert connected
+    big, small = [await bob.receive_output(timeout=5) for _ in range(2)]
+    assert len(big["text"].encode()) <= settings.HARBOR_WS_MAX_FRAME_BYTES < 1024 * 1024
+    envelope = json.loads(big["text"])
+    assert envelope["truncated"] is True and envelope["type"] == "tool.completed"
+    assert (envelope["payload"]["Tool"], envelope["payload"]["Step"]) == ("fetch", 9)
+    assert envelope["payload"]["Result"].startswith("éé") and "cut:" in envelope["payload"]["Result"]
+    assert json.loads(small["text"])["payload"]["Result"] == "é" * 10
+    assert "truncated" not in json.loads(small["text"])
+    await bob.disconnect()
 
 
 async def test_a_cursor_past_the_head_starts_at_the_head(people_tx):

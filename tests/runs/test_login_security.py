@@ -3,11 +3,13 @@ the tenant switcher for people in more than one tenant."""
 
 import pytest
 from axes.models import AccessAttempt
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
 from runs.domain import selectors
 from runs.identity.permissions import membership_grant
+from runs.identity.sessions import SessionStore
 from runs.models import Role, Run
 from tests.factories import SuperuserFactory
 
@@ -114,3 +116,19 @@ def test_an_account_made_with_capitals_is_stored_normalised_and_signs_in(people)
     user = get_user_model().objects.create_user(username="  Carol ", password="carol-password")
     assert user.username == "carol"
     assert _sign_in(Client(), "CAROL", "carol-password").status_code == 302
+
+
+@pytest.mark.parametrize("planted_by", ["bob", "alice"])
+def test_a_planted_session_cookie_does_not_survive_a_password_sign_in(people, planted_by):
+    """A session cookie planted in the browser (the attacker's own sign-in, or one of the
+    person's) is replaced at the sign-in: the key it names signs no one in afterwards."""
+    attacker = Client()
+    assert _sign_in(attacker, planted_by, f"{planted_by}-password").status_code == 302
+    planted = attacker.cookies[settings.SESSION_COOKIE_NAME].value
+    victim = Client()
+    victim.cookies[settings.SESSION_COOKIE_NAME] = planted
+    assert _sign_in(victim, "alice", "alice-password").status_code == 302
+    assert victim.cookies[settings.SESSION_COOKIE_NAME].value != planted
+    assert victim.session["_auth_user_id"] == str(get_user_model().objects.get(username="alice").pk)
+    assert "_auth_user_id" not in SessionStore(planted).load()
+    assert attacker.get("/console/").status_code == 302  # the planted key is signed out

@@ -52,6 +52,15 @@ def test_a_declared_huge_body_is_refused_before_it_is_sent(live_harbor):
     assert time.monotonic() - started < 5
 
 
+def test_a_percent_encoded_protocol_path_gets_the_protocol_body_limit(live_harbor):
+    """`/%76%31/` reaches the protocol as `/v1/`: its body is bounded as one, on the
+    headers, not buffered up to the pages' 2.5 MB."""
+    with _connect(live_harbor) as sock:
+        sock.sendall(_headers("/%76%31/tasks/list", f"Content-Length: {1024**2}\r\n"))
+        status, body = _response(sock)  # no body sent at all: the answer comes on the headers
+    assert (status, body["code"]) == (413, "request_too_large")
+
+
 def test_a_chunked_body_is_cut_off_past_the_limit(live_harbor):
     chunk = b"x" * 16384
     sent = 0

@@ -531,3 +531,42 @@ def test_a_tenant_wide_stream_is_read_only_by_a_current_admin(people):
     membership_grant(tenant=people.acme, user=User.objects.get(username="ada"), role=Role.MEMBER)
     membership_revoke(tenant=people.acme, user=User.objects.get(username="olivia"))
     assert sse._read(ada, 0) is None and sse._read(scoped, 0) is None
+
+
+def test_one_person_holds_a_bounded_number_of_streams(live_harbor):
+    """Past HARBOR_SSE_MAX_PER_USER (50, as websockets) open streams of one person the next
+    is refused with 429 rate_limited, another person keeps their own share, and a closed
+    stream gives its place back."""
+
+    async def scenario() -> None:
+        limits = httpx.Limits(max_connections=200, max_keepalive_connections=0)
+        async with httpx.AsyncClient(base_url=live_harbor.url, timeout=10, limits=limits) as client:
+            held = []
+            for _ in range(50):
+                request = client.build_request("GET", "/v1/events", headers=_headers("olivia", session="cap"))
+                response = await client.send(request, stream=True)
+                assert response.status_code == 200
+                held.append(response)
+            over = await client.get("/v1/events", headers=_headers("olivia", session="other"))
+            assert (over.status_code, over.json()["code"]) == (429, "rate_limited")
+            assert over.headers["Retry-After"]
+            other = await client.send(client.build_request("GET", "/v1/events", headers=_headers("ada")), stream=True)
+            assert other.status_code == 200
+            await other.aclose()
+            await held.pop().aclose()
+            deadline = time.monotonic() + 10
+            while True:  # the server notices the closed connection
+                again = await client.send(
+                    client.build_request("GET", "/v1/events", headers=_headers("olivia")), stream=True
+                )
+                if again.status_code == 200 or time.monotonic() > deadline:
+                    break
+                await again.aclose()
+                await asyncio.sleep(0.2)
+            assert again.status_code == 200
+            held.append(again)
+            for response in held:
+                await response.aclose()
+
+    with ThreadPoolExecutor(1) as pool:  # a loop of its own, whatever an earlier test left running here
+        pool.submit(asyncio.run, scenario()).result()
