@@ -47,7 +47,10 @@ def _expires_at(answer: Mapping[str, Any]) -> float | None:
     """When the access token expires (seconds since the epoch), or None when not said."""
     now = time.time()
     if answer.get("expires_in") not in (None, ""):
-        expires_at = now + _seconds(answer["expires_in"], "expires_in")
+        lifetime = _seconds(answer["expires_in"], "expires_in")
+        if lifetime < 0:
+            raise UnusableAnswer("the provider's token expiry is out of range")
+        expires_at = now + lifetime
     elif answer.get("expires_at") not in (None, ""):
         expires_at = _seconds(answer["expires_at"], "expires_at")
     else:
