@@ -1,19 +1,18 @@
 """The OAuth client: the authorization URL with PKCE (S256, composed by authlib), and the
-calls to the provider's token endpoint (code exchange, refresh) and revocation endpoint,
-made here with httpx. A provider is someone else's server: every call to it is bounded in
+calls to the provider's token endpoint (code exchange, refresh), revocation endpoint and
+API, made here with httpx. A provider is someone else's server: every call to it is bounded in
 time and size (approvals.oauth.bounded) and in number (slots), and its token answers are
 checked before use (token_answer). Every provider failure becomes one of two errors: the
 provider refused (ProviderRefused) or gave nothing usable (ProviderDown, with its kinds:
 too many calls at once, an unusable answer)."""
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import requests
 from authlib.common.security import generate_token
 from authlib.integrations.requests_client import OAuth2Session
-from django.conf import settings
 
 from .bounded import AnswerTooLarge, DeadlinePassed, client_options, within_deadline
 from .slots import ProviderBusy, provider_slot
@@ -61,12 +60,12 @@ def _client_credentials(source: Source) -> dict[str, str]:
     return {"client_id": source.client_id, "client_secret": source.client_secret}
 
 
-def _post(url: str, form: dict[str, str]) -> tuple[int, bytes]:
-    """POST a form to the provider within its slot, deadline and cap: status and body."""
+def _send(method: str, url: str, **request: Any) -> tuple[int, bytes]:
+    """One request to the provider within its slot, deadline and cap: status and body."""
 
     async def call() -> tuple[int, bytes]:
         async with httpx.AsyncClient(**client_options()) as http:
-            answer = await http.post(url, data=form, headers={"Accept": "application/json"})
+            answer = await http.request(method, url, **request)
             return answer.status_code, answer.content
 
     try:
@@ -80,6 +79,10 @@ def _post(url: str, form: dict[str, str]) -> tuple[int, bytes]:
         raise ProviderUnusable(str(large)) from None
     except httpx.HTTPError as error:
         raise ProviderDown(f"the provider could not be reached ({type(error).__name__})") from None
+
+
+def _post(url: str, form: dict[str, str]) -> tuple[int, bytes]:
+    return _send("POST", url, data=form, headers={"Accept": "application/json"})
 
 
 def _parsed(body: bytes) -> Any:
@@ -135,13 +138,21 @@ def revoke(source: Source, token: str) -> None:
         pass
 
 
-def api_get(source: Source, path: str, access_token: str) -> requests.Response:
+@dataclass(frozen=True)
+class ApiAnswer:
+    """A source's API answer, read whole within the same bounds as any provider call."""
+
+    status_code: int
+    body: bytes
+
+    def json(self) -> Any:
+        answer = _parsed(self.body)
+        if answer is None:
+            raise ProviderUnusable("the provider's API answered no JSON")
+        return answer
+
+
+def api_get(source: Source, path: str, access_token: str) -> ApiAnswer:
     """GET `path` of the source's API with a bearer token (ProviderDown if unreachable)."""
-    try:
-        return requests.get(
-            source.api_base_url.rstrip("/") + path,
-            headers={"Authorization": f"Bearer {access_token}", "Accept": "application/json"},
-            timeout=settings.HARBOR_OAUTH_CALL_SECONDS,
-        )
-    except requests.RequestException as error:
-        raise ProviderDown(f"the provider's API could not be reached ({type(error).__name__})") from None
+    headers = {"Authorization": f"Bearer {access_token}", "Accept": "application/json"}
+    return ApiAnswer(*_send("GET", source.api_base_url.rstrip("/") + path, headers=headers))

@@ -63,7 +63,7 @@ def test_a_trickling_token_endpoint_does_not_take_the_site_down(oauth_harbor, li
                 for path in ("/healthz", "/login/", "/v1/pause/list"):
                     probe = time.monotonic()
                     status = others.get(path).status_code  # a timeout here is the site down
-                    assert status in (200, 401) and time.monotonic() - probe < 2, path
+                    assert status < 500 and time.monotonic() - probe < 2, (path, status)
                 assert browsers[0].get("/inbox/", timeout=3).status_code == 200
                 time.sleep(0.5)
             done = [future.result() for future in answers]
