@@ -90,7 +90,18 @@ def within_deadline(call: Callable[[], Awaitable[T]]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # the usual case: a request thread or a worker, with no loop of its own
-        return asyncio.run(bounded())
+        return _on_a_loop_of_its_own(bounded)
     # Called on a thread that runs an event loop: the call gets a thread of its own.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="harbor-oauth-call") as pool:
-        return pool.submit(asyncio.run, bounded()).result()
+        return pool.submit(_on_a_loop_of_its_own, bounded).result()
+
+
+def _on_a_loop_of_its_own(call: Callable[[], Awaitable[T]]) -> T:
+    # Not asyncio.run: it waits for the loop's executor, where a name lookup the deadline
+    # cancelled may still run; closing the loop leaves that lookup to end on its own.
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(call())
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
