@@ -382,7 +382,7 @@ except ValueError as error:
     raise ImproperlyConfigured(f"HARBOR_OAUTH_SOURCES is not valid JSON: {error}") from None
 
 # --- OAuth providers (approvals.oauth) ------------------------------------------------------
-# A provider is someone else's server. Every call to it (code exchange, refresh, revocation)
+# A provider is someone else's server. Every call to it (code exchange, refresh, revocation, API)
 # ends within HARBOR_OAUTH_CALL_SECONDS in all (connect and the whole answer, however slowly
 # it comes) and reads at most HARBOR_OAUTH_MAX_RESPONSE_BYTES; the tokens and scope it gives
 # are refused beyond their limits (the scope's is its column's width).
