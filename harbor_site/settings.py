@@ -412,6 +412,24 @@ HARBOR_WS_MAX_FRAME_BYTES = int(os.environ.get("HARBOR_WS_MAX_FRAME_BYTES", str(
 # opens or its last response ends; past that the server hangs up (harbor_site.compat.twisted).
 HARBOR_HTTP_REQUEST_SECONDS = float(os.environ.get("HARBOR_HTTP_REQUEST_SECONDS", "30"))
 
+# --- OAuth providers (approvals.oauth) ------------------------------------------------------
+# A provider is someone else's server. Every call to it (code exchange, refresh, revocation, API)
+# ends within HARBOR_OAUTH_CALL_SECONDS in all (connect and the whole answer, however slowly
+# it comes) and reads at most HARBOR_OAUTH_MAX_RESPONSE_BYTES; the tokens and scope it gives
+# are refused beyond their limits (the scope's is its column's width).
+HARBOR_OAUTH_CALL_SECONDS = float(os.environ.get("HARBOR_OAUTH_CALL_SECONDS", "10"))
+HARBOR_OAUTH_MAX_RESPONSE_BYTES = int(os.environ.get("HARBOR_OAUTH_MAX_RESPONSE_BYTES", str(64 * 1024)))
+HARBOR_OAUTH_MAX_TOKEN_CHARS = int(os.environ.get("HARBOR_OAUTH_MAX_TOKEN_CHARS", str(16 * 1024)))
+HARBOR_OAUTH_MAX_SCOPE_CHARS = min(int(os.environ.get("HARBOR_OAUTH_MAX_SCOPE_CHARS", "500")), 500)
+# Provider calls one process makes at once, in all and per provider. A callback trades its
+# code in a request thread, so at most half of HARBOR_REQUEST_THREADS may ever wait on
+# providers; a call beyond the bound fails at once ("try again in a moment").
+HARBOR_OAUTH_CALLS_AT_ONCE = min(
+    int(os.environ.get("HARBOR_OAUTH_CALLS_AT_ONCE", str(max(1, HARBOR_REQUEST_THREADS // 5)))),
+    max(1, HARBOR_REQUEST_THREADS // 2),
+)
+HARBOR_OAUTH_CALLS_PER_PROVIDER = int(os.environ.get("HARBOR_OAUTH_CALLS_PER_PROVIDER", "2"))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

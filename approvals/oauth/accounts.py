@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from runs.identity.callers import Caller
 from runs.web.access import member_required
 
-from .callback import Outcome
+from .callback import Outcome, respond
 from .completion import FlowGone, flow_restart
 from .credentials import credential_list, credential_revoke
 from .sources import SourceMissing, source_get
@@ -59,6 +59,8 @@ def sign_in_again(request: HttpRequest, pause_id: str) -> HttpResponse:
     except FlowGone as gone:
         messages.error(request, str(gone))
         return redirect("approvals:inbox")
+    except SourceMissing as missing:  # removed by an admin since the run paused
+        return respond(request, Outcome(502, "exchange_failed", "Provider not configured", str(missing)))
     # A link, not a redirect: the pages' CSP (form-action 'self') rightly stops a form post
     # from being redirected to another origin.
     outcome = Outcome(200, "", "Sign in again", "A new sign-in is ready.", authorize_url=url)

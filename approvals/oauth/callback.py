@@ -19,7 +19,7 @@ from .completion import FlowGone, flow_abandon, flow_claim, flow_complete, flow_
 from .flows import begun_here, flow_expired, flow_find, split_state
 from .models import OAuthFlow
 from .sealing import Unsealable, unseal
-from .sources import SourceMissing, source_get
+from .sources import Source, SourceMissing, source_get
 
 log = logging.getLogger("harbor.oauth")
 
@@ -106,6 +106,9 @@ def _handle(request: HttpRequest) -> Outcome:
             pause_id=flow.pause_id,
             **outcome,
         )
+    if request.method == "HEAD":
+        # A HEAD (a link checker, a prefetch) must change nothing: no denial, no claim, no trade.
+        return Outcome(200, "", "Sign-in waiting", "Open this address to complete the sign-in.", **outcome)
     if error and error != "access_denied":
         # The provider failed the request itself (a bad scope, its own outage): not her refusal.
         return Outcome(
@@ -137,20 +140,33 @@ def _handle(request: HttpRequest) -> Outcome:
     except (client.ProviderRefused, Unsealable) as refused:
         flow_release(flow)
         log.warning("OAuth code exchange for flow %s refused: %s", flow.pk, refused)
-        return Outcome(
-            502,
-            "exchange_failed",
+        return _exchange_failed(
             "Sign-in failed",
             f"{source.display_name} refused to complete the sign-in ({refused}). The run still waits: "
+            "try signing in again.",
+            **outcome,
+        )
+    except client.ProviderSwamped as swamped:
+        flow_release(flow)
+        log.warning("OAuth code exchange for flow %s not attempted: %s", flow.pk, swamped)
+        return _exchange_failed(
+            "Too many sign-ins at once",
+            f"{swamped}. The run still waits: try again in a moment.",
+            **outcome,
+        )
+    except client.ProviderUnusable as unusable:
+        flow_release(flow)
+        log.warning("OAuth code exchange for flow %s gave no usable token: %s", flow.pk, unusable)
+        return _exchange_failed(
+            "Sign-in failed",
+            f"{source.display_name} answered with nothing Harbor can keep ({unusable}). The run still waits: "
             "try signing in again.",
             **outcome,
         )
     except client.ProviderDown as down:
         flow_release(flow)
         log.warning("OAuth code exchange for flow %s failed: %s", flow.pk, down)
-        return Outcome(
-            502,
-            "exchange_failed",
+        return _exchange_failed(
             f"{source.display_name} is not answering",
             f"{down}. The run still waits: try signing in again in a moment.",
             **outcome,
@@ -160,14 +176,8 @@ def _handle(request: HttpRequest) -> Outcome:
         raise
     try:
         flow_complete(flow=flow, source=source, token=token)
-    except (FlowGone, HarborError) as gone:
-        # The run stopped waiting while the code was traded (a cancel won): nothing keeps the
-        # tokens, so the provider is asked to forget them.
-        flow_abandon(flow)
-        for key in ("refresh_token", "access_token"):
-            if token.get(key):
-                client.revoke(source, token[key])
-        return Outcome(404, "flow_not_found", "Unknown sign-in", str(gone))
+    except BaseException as failed:
+        return _not_completed(flow, source, token, failed)
     return Outcome(
         200,
         "",
@@ -175,3 +185,23 @@ def _handle(request: HttpRequest) -> Outcome:
         f"You are signed in to {source.display_name}. The run goes on; you can close this page.",
         **outcome,
     )
+
+
+def _exchange_failed(title: str, message: str, **outcome: str) -> Outcome:
+    return Outcome(502, "exchange_failed", title, message, **outcome)
+
+
+def _not_completed(flow: OAuthFlow, source: Source, token: dict, failed: BaseException) -> Outcome:
+    """The tokens were traded but could not be kept: nothing holds them, so the provider is
+    asked to forget them, and the flow is not left claimed."""
+    if isinstance(failed, (FlowGone, HarborError)):
+        # The run stopped waiting while the code was traded (a cancel won).
+        flow_abandon(flow)
+    else:
+        flow_release(flow)  # an unforeseen failure: the sign-in can be made again
+    for key in ("refresh_token", "access_token"):
+        if token.get(key):
+            client.revoke(source, token[key])
+    if not isinstance(failed, (FlowGone, HarborError)):
+        raise failed
+    return Outcome(404, "flow_not_found", "Unknown sign-in", str(failed))

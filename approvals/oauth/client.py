@@ -1,17 +1,26 @@
-"""The OAuth client, with authlib: the authorization URL with PKCE (S256), the code
-exchange, the refresh, and the revocation. Every provider failure becomes one of two
-errors: the provider refused (ProviderRefused) or could not be reached (ProviderDown)."""
+"""The OAuth client: the authorization URL with PKCE (S256, composed by authlib), and the
+calls to the provider's token endpoint (code exchange, refresh), revocation endpoint and
+API, made here with httpx. A provider is someone else's server: every call to it is bounded in
+time and size (approvals.oauth.bounded) and in number (slots), and its token answers are
+checked before use (token_answer). Every provider failure becomes one of two errors: the
+provider refused (ProviderRefused) or gave nothing usable (ProviderDown, with its kinds:
+too many calls at once, an unusable answer)."""
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
-import requests
+import httpx
 from authlib.common.security import generate_token
-from authlib.integrations.base_client.errors import OAuthError
 from authlib.integrations.requests_client import OAuth2Session
 
+from .bounded import AnswerTooLarge, DeadlinePassed, client_options, within_deadline
+from .slots import ProviderBusy, provider_slot
 from .sources import Source
+from .token_answer import UnusableAnswer, checked_token
 
-TIMEOUT_SECONDS = 10
+# How much of a provider's own words an error quotes (they are shown and logged).
+_QUOTED = 200
 
 
 class ProviderRefused(Exception):
@@ -19,18 +28,15 @@ class ProviderRefused(Exception):
 
 
 class ProviderDown(Exception):
-    """The provider could not be reached, or answered with a server error."""
+    """The provider could not be reached in time, or answered with a server error."""
 
 
-def _session(source: Source, **kwargs: Any) -> OAuth2Session:
-    return OAuth2Session(
-        client_id=source.client_id,
-        client_secret=source.client_secret,
-        scope=" ".join(source.scopes),
-        code_challenge_method="S256",
-        token_endpoint_auth_method="client_secret_post",
-        **kwargs,
-    )
+class ProviderSwamped(ProviderDown):
+    """Harbor already makes as many provider calls as it allows at once."""
+
+
+class ProviderUnusable(ProviderDown):
+    """The provider answered with something Harbor cannot keep (too large, malformed)."""
 
 
 def new_verifier() -> str:
@@ -38,36 +44,88 @@ def new_verifier() -> str:
 
 
 def authorization_url(source: Source, *, state: str, verifier: str, redirect_uri: str) -> str:
-    url, _ = _session(source, redirect_uri=redirect_uri).create_authorization_url(
-        source.authorize_url, state=state, code_verifier=verifier
+    """The provider's authorize address for a sign-in (composed here: no call is made)."""
+    session = OAuth2Session(
+        client_id=source.client_id,
+        scope=" ".join(source.scopes),
+        redirect_uri=redirect_uri,
+        code_challenge_method="S256",
     )
+    url, _ = session.create_authorization_url(source.authorize_url, state=state, code_verifier=verifier)
     return url
 
 
-def _call(fn: Any, *args: Any, **kwargs: Any) -> dict:
+def _client_credentials(source: Source) -> dict[str, str]:
+    # RFC 6749 2.3.1: the client authenticates in the form body (client_secret_post).
+    return {"client_id": source.client_id, "client_secret": source.client_secret}
+
+
+def _send(method: str, url: str, **request: Any) -> tuple[int, bytes]:
+    """One request to the provider within its slot, deadline and cap: status and body."""
+
+    async def call() -> tuple[int, bytes]:
+        async with httpx.AsyncClient(**client_options()) as http:
+            answer = await http.request(method, url, **request)
+            return answer.status_code, answer.content
+
     try:
-        token = dict(fn(*args, timeout=TIMEOUT_SECONDS, **kwargs))
-    except OAuthError as error:
-        raise ProviderRefused(f"{error.error}: {error.description or ''}".strip(": ")) from None
-    except requests.RequestException as error:
+        with provider_slot(url):
+            return within_deadline(call)
+    except ProviderBusy as busy:
+        raise ProviderSwamped(str(busy)) from None
+    except DeadlinePassed as late:
+        raise ProviderDown(str(late)) from None
+    except AnswerTooLarge as large:
+        raise ProviderUnusable(str(large)) from None
+    except httpx.HTTPError as error:
         raise ProviderDown(f"the provider could not be reached ({type(error).__name__})") from None
-    except ValueError as error:  # a body that is not a token response (an HTML error page)
-        raise ProviderDown(f"the provider gave no token response ({error})") from None
-    if not isinstance(token.get("access_token"), str) or not token["access_token"]:
-        raise ProviderDown("the provider's token response has no access token")
-    return token
+
+
+def _post(url: str, form: dict[str, str]) -> tuple[int, bytes]:
+    return _send("POST", url, data=form, headers={"Accept": "application/json"})
+
+
+def _parsed(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise ProviderUnusable("the provider's answer is nested too deeply") from None
+    except ValueError:  # not JSON (an HTML error page), or not UTF-8
+        return None
+
+
+def _token_answer(status: int, body: bytes) -> dict:
+    """A token endpoint's answer (RFC 6749 5.1, 5.2) as checked tokens, or our errors."""
+    answer = _parsed(body)
+    if isinstance(answer, dict) and "error" in answer:
+        said = f"{answer['error']}: {answer.get('error_description') or ''}".strip(": ")
+        raise ProviderRefused(said[:_QUOTED])
+    if status >= 500:
+        raise ProviderDown(f"the provider answered {status}")
+    if status != 200 or answer is None:
+        raise ProviderUnusable(f"the provider gave no token response (HTTP {status})")
+    try:
+        return checked_token(answer)
+    except UnusableAnswer as unusable:
+        raise ProviderUnusable(str(unusable)) from None
 
 
 def exchange_code(source: Source, *, code: str, verifier: str, redirect_uri: str) -> dict:
-    """Trade an authorization code for tokens."""
-    session = _session(source, redirect_uri=redirect_uri)
-    return _call(
-        session.fetch_token, source.token_url, code=code, code_verifier=verifier, grant_type="authorization_code"
-    )
+    """Trade an authorization code for tokens (checked: token_answer.checked_token)."""
+    form = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": redirect_uri,
+        "code_verifier": verifier,
+        **_client_credentials(source),
+    }
+    return _token_answer(*_post(source.token_url, form))
 
 
 def refresh(source: Source, refresh_token: str) -> dict:
-    return _call(_session(source).refresh_token, source.token_url, refresh_token=refresh_token)
+    """New tokens for a refresh token (checked: token_answer.checked_token)."""
+    form = {"grant_type": "refresh_token", "refresh_token": refresh_token, **_client_credentials(source)}
+    return _token_answer(*_post(source.token_url, form))
 
 
 def revoke(source: Source, token: str) -> None:
@@ -75,18 +133,26 @@ def revoke(source: Source, token: str) -> None:
     if not source.revoke_url:
         return
     try:
-        _session(source).revoke_token(source.revoke_url, token=token, timeout=TIMEOUT_SECONDS)
-    except (OAuthError, requests.RequestException):
+        _post(source.revoke_url, {"token": token, **_client_credentials(source)})
+    except ProviderDown:
         pass
 
 
-def api_get(source: Source, path: str, access_token: str) -> requests.Response:
+@dataclass(frozen=True)
+class ApiAnswer:
+    """A source's API answer, read whole within the same bounds as any provider call."""
+
+    status_code: int
+    body: bytes
+
+    def json(self) -> Any:
+        answer = _parsed(self.body)
+        if answer is None:
+            raise ProviderUnusable("the provider's API answered no JSON")
+        return answer
+
+
+def api_get(source: Source, path: str, access_token: str) -> ApiAnswer:
     """GET `path` of the source's API with a bearer token (ProviderDown if unreachable)."""
-    try:
-        return requests.get(
-            source.api_base_url.rstrip("/") + path,
-            headers={"Authorization": f"Bearer {access_token}", "Accept": "application/json"},
-            timeout=TIMEOUT_SECONDS,
-        )
-    except requests.RequestException as error:
-        raise ProviderDown(f"the provider's API could not be reached ({type(error).__name__})") from None
+    headers = {"Authorization": f"Bearer {access_token}", "Accept": "application/json"}
+    return ApiAnswer(*_send("GET", source.api_base_url.rstrip("/") + path, headers=headers))

@@ -3,7 +3,7 @@ one refreshes an expired access token with its refresh token; a credential that 
 longer be used (refresh refused, sealed under a retired key) is removed, so the next tool
 call asks the person to sign in again."""
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -20,24 +20,18 @@ from .sources import Source
 EXPIRY_MARGIN = timedelta(seconds=30)
 
 
-def _expiry(token: dict) -> datetime | None:
-    if token.get("expires_at"):
-        return datetime.fromtimestamp(float(token["expires_at"]), tz=timezone.get_current_timezone())
-    if token.get("expires_in"):
-        return timezone.now() + timedelta(seconds=float(token["expires_in"]))
-    return None
-
-
 def _sealed_fields(token: dict, previous: dict | None = None) -> dict[str, Any]:
-    expires_at = _expiry(token)
+    """A checked token answer (client's: token_answer.checked_token) as a credential's fields."""
+    expires_at = token["expires_at"]
     kept = {
         "access_token": token["access_token"],
-        "token_type": token.get("token_type", "Bearer"),
+        "token_type": token["token_type"],
         # A refresh response may omit the refresh token: the old one still holds.
-        "refresh_token": token.get("refresh_token") or (previous or {}).get("refresh_token", ""),
-        "expires_at": expires_at.timestamp() if expires_at else None,
+        "refresh_token": token["refresh_token"] or (previous or {}).get("refresh_token", ""),
+        "expires_at": expires_at,
     }
-    return {"sealed": seal(kept), "expires_at": expires_at, "scopes": token.get("scope", "")}
+    shown = datetime.fromtimestamp(expires_at, tz=UTC) if expires_at is not None else None
+    return {"sealed": seal(kept), "expires_at": shown, "scopes": token["scope"]}
 
 
 def credential_store(*, tenant: Tenant, user: User, source: Source, token: dict) -> OAuthCredential:

@@ -77,14 +77,18 @@ def flow_begin(*, run: Run, source: Source) -> PendingFlow:
 
 
 EXCHANGING = "exchanging"  # a flow's outcome while one callback trades its code
-# A callback's claim on a flow lasts its code exchange (the client's timeouts are 10 s); one
-# older than this was left by a process that died mid-exchange, and holds the flow no more.
-CLAIM_LAPSE = timedelta(seconds=60)
+
+
+def claim_lapse() -> timedelta:
+    """A callback's claim on a flow lasts its code exchange (and a revocation or two, each
+    within HARBOR_OAUTH_CALL_SECONDS); one older than this was left by a process that died
+    mid-exchange, and holds the flow no more."""
+    return timedelta(seconds=max(60.0, 4 * settings.HARBOR_OAUTH_CALL_SECONDS))
 
 
 def unclaimed() -> Q:
     """The flows no callback holds: never used, or claimed by one that died mid-exchange."""
-    return Q(used_at=None) | Q(outcome=EXCHANGING, used_at__lt=timezone.now() - CLAIM_LAPSE)
+    return Q(used_at=None) | Q(outcome=EXCHANGING, used_at__lt=timezone.now() - claim_lapse())
 
 
 def flow_find(state: str) -> OAuthFlow | None:

@@ -3,8 +3,6 @@ token (refreshed if it had expired); without one it begins a sign-in flow and ra
 ToolPause (cause tool_oauth, reason external_event, companion tool.auth_required), so the
 runtime parks the run and the same call runs again once the person has signed in."""
 
-import requests
-
 from approvals.models import Cause, Reason
 from runs.domain import events
 from runs.models import Run
@@ -58,8 +56,6 @@ def oauth_get(ctx: ToolContext, source_name: str, path: str) -> dict:
     return response.json()
 
 
-def _raise_for_status(response: requests.Response) -> None:
-    try:
-        response.raise_for_status()
-    except requests.HTTPError as error:
-        raise RuntimeError(f"the API answered {response.status_code}") from error
+def _raise_for_status(response: client.ApiAnswer) -> None:
+    if response.status_code >= 400:
+        raise RuntimeError(f"the API answered {response.status_code}")
