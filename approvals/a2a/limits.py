@@ -3,8 +3,7 @@ test, or an admin's change, applies at once): time, bytes, and how much text a p
 
 from django.conf import settings
 
-KIB = 1024
-MIB = 1024 * KIB
+from approvals.capped_http import plain_size as size
 
 
 def connect_seconds() -> float:
@@ -21,15 +20,6 @@ def max_response_bytes() -> int:
 
 def max_text_bytes() -> int:
     return int(settings.HARBOR_A2A_MAX_TEXT_BYTES)
-
-
-def size(count: int) -> str:
-    """A byte count in plain words: 812 bytes, 64 KB, 20.0 MB."""
-    if count >= MIB:
-        return f"{count / MIB:.1f} MB"
-    if count >= KIB:
-        return f"{count // KIB} KB"
-    return f"{count} bytes"
 
 
 def bounded_text(text: str, limit: int | None = None) -> str:

@@ -26,8 +26,10 @@ from a2a.types import (
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 
+from approvals.capped_http import CappedTransport
+
 from . import limits
-from .capped import CappedTransport
+from .capped import ResponseTooLarge
 from .directory import RemoteAgent
 from .failures import RemoteAgentFailed
 from .origin import OriginBoundAuth, check_card
@@ -109,7 +111,7 @@ async def connect(agent: RemoteAgent) -> AsyncIterator[tuple[Client, bool]]:
     card_url = httpx.URL(base + path)
     auth = OriginBoundAuth(agent.auth_header, card_url) if agent.auth_header else None
     timeout = httpx.Timeout(limits.call_seconds(), connect=limits.connect_seconds())
-    transport = CappedTransport(limits.max_response_bytes())
+    transport = CappedTransport(limits.max_response_bytes(), ResponseTooLarge)
     async with httpx.AsyncClient(auth=auth, timeout=timeout, transport=transport) as http:
         card = await _bounded(agent, A2ACardResolver(http, base, path).get_agent_card())
         check_card(card, card_url, agent.name)

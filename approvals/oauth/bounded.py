@@ -6,12 +6,14 @@ them; the deadline is asyncio's, which cancels the call wherever it waits and cl
 connection. The cap is counted as the body streams in, before anything is parsed."""
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar, cast
+from typing import TypeVar
 
 import httpx
 from django.conf import settings
+
+from approvals.capped_http import CappedTransport
 
 T = TypeVar("T")
 
@@ -24,52 +26,11 @@ class DeadlinePassed(Exception):
     """The provider did not finish answering within HARBOR_OAUTH_CALL_SECONDS."""
 
 
-class _CappedBody(httpx.AsyncByteStream):
-    def __init__(self, body: httpx.AsyncByteStream, cap: int) -> None:
-        self.body, self.cap = body, cap
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        received = 0
-        async for chunk in self.body:
-            received += len(chunk)
-            if received > self.cap:
-                raise AnswerTooLarge(f"the provider's answer is larger than {self.cap} bytes")
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self.body.aclose()
-
-
-class CappedTransport(httpx.AsyncBaseTransport):
-    """httpx's transport, whose answers stop at `cap` bytes (a declared length over it is
-    refused before the body is read)."""
-
-    def __init__(self, cap: int) -> None:
-        self.inner, self.cap = httpx.AsyncHTTPTransport(), cap
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self.inner.handle_async_request(request)
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.cap:
-            await response.aclose()
-            raise AnswerTooLarge(f"the provider's answer is larger than {self.cap} bytes")
-        return httpx.Response(
-            status_code=response.status_code,
-            headers=response.headers,
-            stream=_CappedBody(cast(httpx.AsyncByteStream, response.stream), self.cap),
-            extensions=response.extensions,
-            request=request,
-        )
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
 def client_options() -> dict:
     """What every provider client is built with: the cap, and httpx's per-operation
     timeouts no longer than the whole deadline."""
     return {
-        "transport": CappedTransport(settings.HARBOR_OAUTH_MAX_RESPONSE_BYTES),
+        "transport": CappedTransport(settings.HARBOR_OAUTH_MAX_RESPONSE_BYTES, AnswerTooLarge),
         "timeout": httpx.Timeout(settings.HARBOR_OAUTH_CALL_SECONDS),
         "follow_redirects": False,
     }

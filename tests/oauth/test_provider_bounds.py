@@ -65,7 +65,7 @@ def test_a_trickled_answer_ends_at_the_total_deadline_for_every_call(short_deadl
 def test_an_answer_over_the_size_cap_is_refused_before_it_is_read_whole(settings, behaviour) -> None:
     with hostile_provider(behaviour) as url:
         started = time.monotonic()
-        with pytest.raises(client.ProviderUnusable, match="larger than 65536 bytes"):
+        with pytest.raises(client.ProviderUnusable, match="larger than 64 KB"):
             exchange(at(url))
         assert time.monotonic() - started < 5
 
