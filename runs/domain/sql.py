@@ -112,11 +112,15 @@ def ready_run_ids(now: datetime, share: int, limit: int) -> list[str]:
     """Claimable runs (ready, free or their holder's lease expired) in the order workers take
     them, leaving out tenants holding `share` leases or more. It walks the partial index of
     ready runs (run_ready_order), and per candidate's tenant the few leased runs (run_leased)."""
-    conn = transaction.get_connection()
-    at = conn.ops.adapt_datetimefield_value(now)
-    with conn.cursor() as cursor:
-        cursor.execute(READY, [*_READY_STATUSES, at, at, at, share, limit])
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(READY, ready_parameters(now, share, limit))
         return [pk for (pk,) in cursor.fetchall()]
+
+
+def ready_parameters(now: datetime, share: int, limit: int) -> list[Any]:
+    """READY's parameters, in its order."""
+    at = transaction.get_connection().ops.adapt_datetimefield_value(now)
+    return [*_READY_STATUSES, at, at, at, share, limit]
 
 
 _GIVES_WAY = f"""

@@ -25,9 +25,8 @@ def test_the_ready_look_walks_indexes_not_the_history(people):
     ready = Run.objects.create(
         tenant=people.acme, owner=people.caller("alice").user, session="s1", agent_id="probe", goal="g"
     )
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN {sql.READY}", ["pending", "running", now, now, 3, 20])
+        cursor.execute(f"EXPLAIN {sql.READY}", sql.ready_parameters(timezone.now(), 3, 20))
         plan = "\n".join(line for (line,) in cursor.fetchall())
     assert "Seq Scan" not in plan, plan
     assert "run_ready_order" in plan and "run_leased" in plan, plan
