@@ -1,6 +1,10 @@
 """Shared steps of the A2A tests: configure the desk for a tenant, start and steer `trip`
 runs, and read what the remote agent itself holds."""
 
+import threading
+
+from django.db import connection
+
 from approvals.a2a import bridge, wire
 from approvals.a2a.directory import RemoteAgent as Address
 from approvals.a2a.models import RemoteAgent
@@ -8,6 +12,7 @@ from approvals.models import Pause
 from runs.domain.events import envelope
 from runs.domain.services import run_start, steering_submit
 from runs.models import Event, Run
+from runs.runtime.dispatch import drain
 
 
 def configure(people, url: str, name: str = "travel-desk") -> None:
@@ -34,3 +39,17 @@ def open_pause(run: Run) -> Pause:
 def remote(url: str, task_id: str) -> wire.RemoteTask:
     """The remote task as the travel desk holds it, read by a client of its own."""
     return bridge.call(wire.get(Address(name="check", card_url=url), task_id))
+
+
+def drain_on_another_worker() -> threading.Thread:
+    """drain() on a thread of its own, as another worker would (its connection closed after)."""
+
+    def work() -> None:
+        try:
+            drain()
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    return worker

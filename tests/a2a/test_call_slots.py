@@ -13,7 +13,7 @@ from approvals.a2a import slots
 from approvals.a2a.models import RemoteAgent, RemoteCallSlot
 from runs.models import Run, RunStatus, ToolCall
 from runs.runtime.dispatch import drain
-from tests.a2a.helpers import open_pause, start, steer
+from tests.a2a.helpers import drain_on_another_worker, open_pause, start, steer
 from tests.a2a.hostile import HostilePeer, trickle
 
 
@@ -27,18 +27,8 @@ def ledger(run: Run) -> list[tuple[int, int, str]]:
 
 def held_by_a_trickling_call(people, peer: HostilePeer) -> tuple[Run, threading.Thread]:
     """A run of acme whose call to `peer` is in flight on another worker, for minutes."""
-    from django.db import connection
-
     run = start(people, "Book a flight to Lisbon")
-
-    def work() -> None:
-        try:
-            drain()
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
+    worker = drain_on_another_worker()
     deadline = time.monotonic() + 10
     while "ListTasks" not in peer.methods():
         assert time.monotonic() < deadline

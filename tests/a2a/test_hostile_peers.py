@@ -13,7 +13,7 @@ import outbox
 from approvals.a2a.models import RemoteAgent
 from runs.models import Run, RunStatus
 from runs.runtime.dispatch import drain
-from tests.a2a.helpers import open_pause, payloads, start, steer
+from tests.a2a.helpers import drain_on_another_worker, open_pause, payloads, start, steer
 from tests.a2a.hostile import HostilePeer, answer, endless_stream, flood, task, trickle
 
 NO_TASKS = answer({"tasks": []})
@@ -28,16 +28,7 @@ def configure(people, url: str, auth: str = "") -> None:
 
 def drained_within(seconds: float) -> bool:
     """Drain on another worker thread; whether it was done within `seconds`."""
-    from django.db import connection
-
-    def work() -> None:
-        try:
-            drain()
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
+    worker = drain_on_another_worker()
     worker.join(seconds)
     return not worker.is_alive()
 

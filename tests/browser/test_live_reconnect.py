@@ -26,6 +26,19 @@ def run_sequences(live_harbor, run_id: str) -> list[int]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def proxied_sockets(page) -> list:
+    """The page's event sockets, passed through to the server: each route, to send a
+    frame of the test's own down it."""
+    routes: list = []
+
+    def proxy(route):
+        routes.append(route)
+        route.connect_to_server()
+
+    page.route_web_socket(re.compile(r"/ws/events/"), proxy)
+    return routes
+
+
 def test_the_run_page_misses_nothing_across_a_dropped_socket(browser, live_harbor):
     run_id = start_run(live_harbor, user="alice", agent_id="countdown", query="count to 60")
     olivia = sign_in(browser, live_harbor, "olivia")
@@ -56,13 +69,7 @@ def test_a_frame_the_page_cannot_read_makes_it_say_so_and_reload(browser, live_h
     proxy, say) closes the socket, says the page is out of date, and reloads it once."""
     run_id = start_run(live_harbor, user="alice", agent_id="countdown", query="count to 2")
     olivia = sign_in(browser, live_harbor, "olivia")
-    routes = []
-
-    def proxy(route):
-        routes.append(route)
-        route.connect_to_server()
-
-    olivia.route_web_socket(re.compile(r"/ws/events/"), proxy)
+    routes = proxied_sockets(olivia)
     olivia.goto(f"/console/runs/{run_id}/")
     indicator = olivia.locator("[data-live-indicator]")
     expect(indicator).to_have_text("live", timeout=LIVE)
@@ -82,13 +89,7 @@ def test_a_frame_the_page_cannot_read_makes_it_say_so_and_reload(browser, live_h
 def test_the_run_page_shows_bidi_controls_of_a_live_event_not_obeys_them(browser, live_harbor):
     run_id = start_run(live_harbor, user="alice", agent_id="countdown", query="count to 2")
     olivia = sign_in(browser, live_harbor, "olivia")
-    routes = []
-
-    def proxy(route):
-        routes.append(route)
-        route.connect_to_server()
-
-    olivia.route_web_socket(re.compile(r"/ws/events/"), proxy)
+    routes = proxied_sockets(olivia)
     olivia.goto(f"/console/runs/{run_id}/")
     expect(olivia.locator("[data-live-indicator]")).to_have_text("live", timeout=LIVE)
     frame = {

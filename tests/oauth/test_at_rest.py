@@ -8,18 +8,9 @@ from django.test import Client
 
 from approvals.oauth import sealing
 from approvals.oauth.models import OAuthSource
-from approvals.oauth.sources import Source, SourceMissing, source_get, source_save
+from approvals.oauth.sources import SourceMissing, source_get, source_save
 from tests.conftest import People
-
-SOURCE = Source(
-    name="calendar",
-    display_name="Demo Calendar",
-    client_id="harbor-demo",
-    client_secret="s3cret-client-secret",
-    authorize_url="http://127.0.0.1:9/o/authorize/",
-    token_url="http://127.0.0.1:9/o/token/",
-    scopes=("calendar.read",),
-)
+from tests.oauth.sources import SOURCE
 
 
 def test_sealed_values_survive_a_key_rotation_and_nothing_opens_them_without_a_key(settings) -> None:

@@ -15,18 +15,9 @@ from approvals.oauth.models import OAuthCredential
 from approvals.oauth.sealing import unseal
 from approvals.oauth.sources import Source
 from tests.conftest import People
+from tests.oauth.sources import SOURCE
 
 from .hostile import answer, deep, hostile_provider, streamed, trickle
-
-SOURCE = Source(
-    name="calendar",
-    display_name="Demo Calendar",
-    client_id="harbor-demo",
-    client_secret="s3cret-client-secret",
-    authorize_url="http://127.0.0.1:9/o/authorize/",
-    token_url="http://127.0.0.1:9/o/token/",
-    scopes=("calendar.read",),
-)
 
 
 def at(url: str) -> Source:
