@@ -1,8 +1,6 @@
 from django.contrib import admin
 
-from approvals.a2a import admin as a2a_admin  # noqa: F401  (remote A2A agents)
 from approvals.models import DecisionRefusal, Pause
-from approvals.oauth import admin as oauth_admin  # noqa: F401  (registers the OAuth models)
 from runs.audit_admin import ReadOnlyAdmin
 
 

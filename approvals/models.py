@@ -1,11 +1,9 @@
 from django.conf import settings
 from django.db import models
 
-from runs.domain.audit import AppendOnlyModel
-from runs.domain.ids import new_ulid
+from runs.kernel.audit import AppendOnlyModel
+from runs.kernel.ids import new_ulid
 from runs.models import Run, Tenant
-
-from .oauth.models import OAuthCredential, OAuthFlow, OAuthSource  # noqa: F401  (models of this app)
 
 
 class Cause(models.TextChoices):
@@ -114,6 +112,3 @@ class DecisionRefusal(AppendOnlyModel):
             # The refusal throttle's per-address ceiling (runs.protocol.throttle.DecisionRefusalThrottle).
             models.Index(fields=["address", "created_at"], name="approvals_refusal_addr_idx"),
         ]
-
-
-from approvals.a2a.models import RemoteAgent, RemoteCallSlot  # noqa: E402,F401  (remote A2A agents: models of this app)

@@ -19,7 +19,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from approvals.domain.selectors import pause_open_for_run
-from runs.domain.services import run_start, steering_submit
+from runs.application import run_start, steering_submit
 from runs.identity.callers import caller_resolve
 from runs.models import Run
 from runs.runtime.dispatch import drain

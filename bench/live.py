@@ -31,8 +31,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from approvals.web.views import INBOX_EVENT_TYPES
+from runs.application import run_start
 from runs.domain import selectors
-from runs.domain.services import run_start
 from runs.identity.callers import caller_resolve
 from runs.identity.permissions import membership_grant
 from runs.models import Membership, Role, Tenant

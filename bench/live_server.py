@@ -23,8 +23,8 @@ from harbor_site import asgi  # sets Django up: the imports below need the app r
 harbor = asgi.application
 
 from approvals.domain.services import pause_park  # noqa: E402
+from runs.application import run_start  # noqa: E402
 from runs.domain import events, push  # noqa: E402
-from runs.domain.services import run_start  # noqa: E402
 from runs.domain.transitions import move  # noqa: E402
 from runs.identity.callers import caller_resolve  # noqa: E402
 from runs.models import Run, RunStatus  # noqa: E402

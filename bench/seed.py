@@ -20,11 +20,11 @@ from django.db import connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from approvals.domain.tokens import token_mint, token_seal
 from approvals.models import Cause, Decision, Pause, PauseState, Reason
-from runs.domain.ids import new_ulid
+from runs.domain.tokens import token_mint, token_seal
 from runs.identity.callers import Caller
 from runs.identity.permissions import membership_grant
+from runs.kernel.ids import new_ulid
 from runs.models import Role, Run, RunStatus
 
 BATCH = 20_000

@@ -25,9 +25,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.conf import settings
 from django.db import connection
 
-from approvals.domain.tokens import token_unseal
 from approvals.models import Pause, PauseState
-from runs.domain.services import run_start, steering_submit
+from runs.application import run_start, steering_submit
+from runs.domain.tokens import token_unseal
 from runs.identity.bearer_tokens import token_issue
 from runs.identity.callers import Caller
 from runs.models import Run, RunStatus, ToolCall

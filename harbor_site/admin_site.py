@@ -14,7 +14,7 @@ from django.contrib import admin
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 
-from approvals.domain.tokens import SIGN_IN_SEALED
+from runs.domain.tokens import SIGN_IN_SEALED
 
 # Every column (or JSON key) that holds a secret, a digest of one or a sealed copy: resume
 # tokens, a sign-in's state and PKCE verifier, OAuth client secrets and credentials, an A2A

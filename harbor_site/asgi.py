@@ -21,11 +21,12 @@ from channels.sessions import CookieMiddleware  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.http.request import split_domain_port, validate_host  # noqa: E402
 
-from harbor_site.compat import daphne, twisted  # noqa: E402
+from compat import daphne, twisted  # noqa: E402
+from harbor_site.asgi_handler import OneThreadASGIHandler  # noqa: E402
 from harbor_site.request_threads import RequestThreads  # noqa: E402
 from harbor_site.sqlite_wal import keep_wal_open  # noqa: E402
 from runs.domain import events  # noqa: E402
-from runs.protocol.middleware import BodyLimit, OneThreadASGIHandler, body_limit, origin_form, too_large  # noqa: E402
+from runs.protocol.middleware import BodyLimit, body_limit, origin_form, too_large  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
 from runs.web.routing import websocket_urlpatterns  # noqa: E402
 

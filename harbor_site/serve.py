@@ -14,7 +14,7 @@ from typing import Any
 from daphne import cli, server
 from daphne.access import AccessLogGenerator
 
-from harbor_site.compat import twisted
+from compat import twisted
 
 SECRET_PARAMETER = re.compile(r"([?&](?:state|code)=)[^&#\s]*")
 

@@ -16,7 +16,7 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from harbor_site.owner_files import write_once
+from runs.kernel.owner_files import write_once
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("HARBOR_VAR_DIR", BASE_DIR / "var"))
@@ -47,7 +47,7 @@ SECRET_KEY = os.environ.get("SECRET_KEY", "") or (_local_secret("secret-key") if
 if len(SECRET_KEY) < 32 or SECRET_KEY in _PUBLIC_KEYS:
     raise ImproperlyConfigured("Production needs a real SECRET_KEY (32+ characters) in the environment.")
 
-# Keys of resume tokens (approvals.domain.tokens), newest first, comma-separated: their own list, so
+# Keys of resume tokens (runs.domain.tokens), newest first, comma-separated: their own list, so
 # SECRET_KEY rotates without stranding open pauses. Rotate by prepending a new key and
 # dropping the old one once no pause sealed with it is open. Unset: a generated local key
 # on the embedded default; SECRET_KEY in production (add the old SECRET_KEY here before
@@ -76,6 +76,8 @@ INSTALLED_APPS = [
     "csp",
     "runs",
     "approvals",
+    "approvals.oauth",  # a pause cause as a plug-in: tool-side OAuth sign-ins
+    "approvals.a2a",  # a pause cause as a plug-in: remote A2A agents
     "outbox",
 ]
 
@@ -409,7 +411,7 @@ HARBOR_SSE_MAX_PER_USER = int(os.environ.get("HARBOR_SSE_MAX_PER_USER", str(HARB
 # takes (Daphne's own default, common clients'); a larger event's big fields are cut.
 HARBOR_WS_MAX_FRAME_BYTES = int(os.environ.get("HARBOR_WS_MAX_FRAME_BYTES", str(512 * 1024)))
 # Seconds a connection has to deliver a whole request (line, headers and body) from when it
-# opens or its last response ends; past that the server hangs up (harbor_site.compat.twisted).
+# opens or its last response ends; past that the server hangs up (compat.twisted).
 HARBOR_HTTP_REQUEST_SECONDS = float(os.environ.get("HARBOR_HTTP_REQUEST_SECONDS", "30"))
 
 # --- OAuth providers (approvals.oauth) ------------------------------------------------------

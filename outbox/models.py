@@ -5,7 +5,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from runs.domain.ids import new_ulid
+from runs.kernel.ids import new_ulid
 
 ERROR_LIMIT = 2000  # characters of a failure kept: enough to read, never a whole response body
 KEY_LIMIT = 200

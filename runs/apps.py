@@ -6,9 +6,9 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from harbor_site.compat import psycopg_pool
+        from compat import psycopg_pool
         from runs import tasks
-        from runs.identity import departures  # noqa: F401  (a person who leaves loses their streams and delegations)
+        from runs.application import departures  # noqa: F401  (a person who leaves loses their streams and delegations)
         from runs.runtime import (
             agents,  # noqa: F401  (registers the built-in agents and tools)
             dispatch,

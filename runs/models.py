@@ -6,10 +6,10 @@ from django.db.models.signals import pre_save
 from django.dispatch import receiver
 from django.utils import timezone
 
-from runs.domain.audit import AppendOnlyModel
-from runs.domain.errors import AuthRejected
-from runs.domain.ids import new_ulid
-from runs.identity.names import NAMESPACE_SEPARATOR, name_normalise
+from runs.kernel.audit import AppendOnlyModel
+from runs.kernel.errors import AuthRejected
+from runs.kernel.ids import new_ulid
+from runs.kernel.names import NAMESPACE_SEPARATOR, name_normalise
 
 
 class Tenant(models.Model):

@@ -11,7 +11,7 @@ import factory
 from django.contrib.auth.models import User
 
 from approvals.models import DecisionRefusal, Pause
-from runs.domain.services import run_start
+from runs.application import run_start
 from runs.identity.callers import Caller
 from runs.identity.permissions import membership_grant
 from runs.models import Membership, Role, Run, Tenant

@@ -4,9 +4,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.staticfiles import finders
 
-from approvals.domain.tokens import token_unseal
 from approvals.models import Pause
-from runs.domain.services import steering_submit
+from runs.application import steering_submit
+from runs.domain.tokens import token_unseal
 from runs.runtime.dispatch import drain
 from tests.factories import PauseFactory, SuperuserFactory
 

@@ -8,7 +8,7 @@ SHELL = """
 import json
 from runs.identity.callers import caller_resolve
 from runs.models import Run
-from runs.domain.services import run_start, steering_submit
+from runs.application import run_start, steering_submit
 {body}
 """
 

@@ -1,4 +1,4 @@
-"""No private name of a third-party library is touched outside harbor_site/compat.
+"""No private name of a third-party library is touched outside compat.
 
 An upgrade may rename or remove what a library keeps private, without notice: the product
 would then break silently. Such a use belongs in the library's compat module, with the
@@ -28,7 +28,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("harbor_site", "runs", "approvals")
-COMPAT = "harbor_site/compat/"
+COMPAT = "compat/"
 LIBRARIES = frozenset(
     {
         "django",

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from approvals.domain.tokens import token_digest, token_unseal
 from approvals.models import Pause, PauseState
-from runs.domain.services import steering_submit
+from runs.application import steering_submit
+from runs.domain.tokens import token_digest, token_unseal
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
 from tests.factories import PauseFactory
@@ -100,7 +100,7 @@ def test_rotating_secret_key_and_token_keys_leaves_an_open_pause_resumable(peopl
 
 
 def test_a_retired_token_key_no_longer_opens_its_pauses(people, parked, settings):
-    from runs.domain.errors import NotFound
+    from runs.kernel.errors import NotFound
 
     run, pause, token = parked
     settings.HARBOR_TOKEN_KEYS = ["token-key-two-" + "2" * 32]

@@ -2,7 +2,7 @@
 answer to an auth-required pause is a credential: it is sealed before it is stored, and
 only the tool opens it."""
 
-from runs.domain.errors import PayloadInvalid
+from runs.kernel.errors import PayloadInvalid
 
 from .sealing import seal, unseal
 

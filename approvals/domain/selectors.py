@@ -5,14 +5,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 
-from approvals.domain.tokens import SIGN_IN_SEALED, sign_in_unseal
 from approvals.models import Pause, PauseState
+from runs.domain import selectors
 from runs.domain.pagination import Page, paginate
+from runs.domain.tokens import SIGN_IN_SEALED, sign_in_unseal
 from runs.identity.callers import Caller
 from runs.identity.visibility import decidable_among, pauses_decide_filter, pauses_filter
-from runs.models import Run
+from runs.kernel.errors import NotFound
+from runs.models import Run, SteeringInstruction
 
 # --- Pages (the approvals inbox) -------------------------------------------------------------
 
@@ -205,3 +207,22 @@ def pause_list(
     if until is not None:
         pauses = pauses.filter(created_at__lt=until)
     return paginate(pauses.order_by("-created_at", "-pk"), page=page, page_size=page_size)
+
+
+def task_detail(*, caller: Caller, run_id: str) -> Run:
+    """One task with its visible pauses (`visible_pauses`, oldest first) and its steering
+    history (`steering_history`)."""
+    pauses = pauses_visible(caller=caller).order_by("created_at", "pk")
+    steering = SteeringInstruction.objects.select_related("actor").order_by("id")
+    run = (
+        selectors.runs_visible(caller=caller)
+        .filter(pk=run_id)
+        .prefetch_related(
+            Prefetch("pauses", queryset=pauses, to_attr="visible_pauses"),
+            Prefetch("steering", queryset=steering, to_attr="steering_history"),
+        )
+        .first()
+    )
+    if run is None:
+        raise NotFound("no such run")
+    return run

@@ -11,10 +11,8 @@ from django.utils import timezone
 from approvals.a2a.answers import a2a_input
 from approvals.a2a.cancel import cancel_remote_on_commit
 from approvals.domain import refusals
-from approvals.domain.tokens import SIGN_IN_SEALED, sign_in_seal, token_digest, token_mint, token_seal
 from approvals.models import Cause, Decision, Pause, PauseState
 from runs.domain import events
-from runs.domain.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
 from runs.domain.event_types import (
     CompanionPayload,
     NotificationPauseRequested,
@@ -22,9 +20,11 @@ from runs.domain.event_types import (
     PauseResumed,
     ToolDecided,
 )
+from runs.domain.tokens import SIGN_IN_SEALED, sign_in_seal, token_digest, token_mint, token_seal
 from runs.domain.transitions import move, run_cancelled, run_reject
 from runs.identity.callers import Caller
 from runs.identity.visibility import may_decide_pause, may_view_pause
+from runs.kernel.errors import AlreadyResumed, InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
 from runs.models import Run, RunStatus
 
 log = logging.getLogger("harbor.approvals")

@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from approvals.domain.tokens import SIGN_IN_KEYS, sign_in_seal
+from runs.domain.tokens import SIGN_IN_KEYS, sign_in_seal
 
 
 def seal_sign_ins(apps, schema_editor):

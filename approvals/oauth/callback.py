@@ -10,7 +10,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
-from runs.domain.errors import HarborError
+from runs.kernel.errors import HarborError
 from runs.protocol.errors import method_not_allowed
 from runs.web.access import web_caller
 

@@ -4,7 +4,7 @@ Imported by approvals.models, so they belong to the approvals app."""
 from django.conf import settings
 from django.db import models
 
-from runs.domain.ids import new_ulid
+from runs.kernel.ids import new_ulid
 from runs.models import Run, Tenant
 
 
@@ -25,6 +25,7 @@ class OAuthSource(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        app_label = "approvals"
         constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="oauth_source_unique_name")]
         verbose_name = "OAuth source"
 
@@ -47,6 +48,7 @@ class OAuthCredential(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        app_label = "approvals"
         constraints = [
             models.UniqueConstraint(fields=["tenant", "user", "source_name"], name="oauth_credential_unique")
         ]
@@ -77,6 +79,7 @@ class OAuthFlow(models.Model):
     outcome = models.CharField(max_length=32, blank=True)
 
     class Meta:
+        app_label = "approvals"
         verbose_name = "OAuth sign-in flow"
 
     def __str__(self) -> str:

@@ -15,9 +15,9 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals.domain import selectors
 from approvals.models import Pause
 from approvals.web.forms import decision_payload
+from runs.application import steering_submit
 from runs.domain import events
-from runs.domain.errors import HarborError
-from runs.domain.services import steering_submit
+from runs.kernel.errors import HarborError
 from runs.models import DECISION_INSTRUCTIONS
 from runs.web.access import MemberRequest, error_text, member_required, safe_next
 from runs.web.forms import SteeringFormError

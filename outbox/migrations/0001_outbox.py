@@ -1,7 +1,7 @@
 """The outbox table, with its one index: the due pending messages, in order."""
 
 import django.utils.timezone
-import runs.domain.ids
+import runs.kernel.ids
 from django.db import migrations, models
 
 
@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='OutboxMessage',
             fields=[
-                ('id', models.CharField(default=runs.domain.ids.new_ulid, editable=False, max_length=26, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=runs.kernel.ids.new_ulid, editable=False, max_length=26, primary_key=True, serialize=False)),
                 ('kind', models.CharField(help_text='Which handler delivers it.', max_length=64)),
                 ('key', models.CharField(help_text='Idempotency key: one message per kind and key, handed to every attempt.', max_length=200)),
                 ('payload', models.JSONField(blank=True, default=dict)),

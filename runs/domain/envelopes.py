@@ -4,8 +4,8 @@ from the sealed copy on the pause, for a receiver the decision rule accepts."""
 
 from typing import Any, Protocol
 
-from approvals.domain import tokens
 from approvals.models import Pause
+from runs.domain import tokens
 from runs.domain.event_types import Envelope
 
 # Payload keys that carry a resume token. The log stores the pause reference instead and

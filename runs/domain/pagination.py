@@ -6,7 +6,7 @@ from typing import Generic, TypeVar
 
 from django.db.models import Model, QuerySet
 
-from runs.domain.errors import InvalidRequest
+from runs.kernel.errors import InvalidRequest
 
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 200

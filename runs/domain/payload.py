@@ -4,7 +4,7 @@ import json
 import math
 from typing import Any, NoReturn
 
-from runs.domain.errors import PayloadInvalid
+from runs.kernel.errors import PayloadInvalid
 
 MAX_DEPTH = 6
 MAX_KEYS = 64

@@ -15,10 +15,10 @@ from typing import Any, cast
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from approvals.domain.tokens import SIGN_IN_SEALED
 from approvals.models import Pause
 from runs.domain import pubsub
 from runs.domain.envelopes import SIGN_IN_KEYS, envelope
+from runs.domain.tokens import SIGN_IN_SEALED
 from runs.models import Event
 
 log = logging.getLogger("harbor.events")

@@ -8,10 +8,8 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.contrib.sessions.backends.base import SessionBase
-from django.db.models import Count, F, Prefetch, QuerySet
+from django.db.models import Count, F, QuerySet
 
-from approvals.domain.selectors import pauses_visible
-from runs.domain.errors import NotFound
 from runs.domain.pagination import PAGE_SIZE_DEFAULT, Page, paginate
 from runs.identity.callers import Caller
 from runs.identity.visibility import runs_filter, sees_all_runs
@@ -149,22 +147,3 @@ def task_list(
     if status is not None:
         runs = runs.filter(status=status)
     return paginate(runs, page=page, page_size=page_size), counts
-
-
-def task_detail(*, caller: Caller, run_id: str) -> Run:
-    """One task with its visible pauses (`visible_pauses`, oldest first) and its steering
-    history (`steering_history`)."""
-    pauses = pauses_visible(caller=caller).order_by("created_at", "pk")
-    steering = SteeringInstruction.objects.select_related("actor").order_by("id")
-    run = (
-        runs_visible(caller=caller)
-        .filter(pk=run_id)
-        .prefetch_related(
-            Prefetch("pauses", queryset=pauses, to_attr="visible_pauses"),
-            Prefetch("steering", queryset=steering, to_attr="steering_history"),
-        )
-        .first()
-    )
-    if run is None:
-        raise NotFound("no such run")
-    return run

@@ -1,7 +1,7 @@
 """The payload rules of the nine steering instructions (PROTOCOL §3): a breach is
 422 payload_invalid, and only the fields a method uses are kept."""
 
-from runs.domain.errors import HarborError, InvalidRequest, PayloadInvalid
+from runs.kernel.errors import HarborError, InvalidRequest, PayloadInvalid
 from runs.models import DECISION_INSTRUCTIONS, Instruction
 
 PRIORITY_RANGE = range(-1000, 1001)

@@ -7,9 +7,9 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from runs.domain import events
-from runs.domain.errors import HarborError
+from runs.domain import events, handles
 from runs.domain.event_types import Control, TaskCancelled, TaskCompleted, TaskFailed
+from runs.kernel.errors import HarborError
 from runs.models import (
     RUN_TRANSITIONS,
     TERMINAL_RUN_STATUSES,
@@ -19,7 +19,6 @@ from runs.models import (
     SteeringInstruction,
     SteeringState,
 )
-from runs.runtime import handles
 
 log = logging.getLogger("harbor.runs")
 

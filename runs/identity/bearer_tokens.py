@@ -9,7 +9,6 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from django.conf import settings
 
-from runs.domain.errors import AuthRejected
 from runs.identity.issuers import (
     ALGORITHMS,
     DEV_ISSUER,
@@ -26,6 +25,7 @@ from runs.identity.issuers import (
     server_audience,
     trusted_issuers,
 )
+from runs.kernel.errors import AuthRejected
 
 log = logging.getLogger("harbor.auth")
 

@@ -19,9 +19,9 @@ from django.contrib.auth.backends import ModelBackend
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 
-from runs.domain.errors import AuthRejected, IdentityRequired
-from runs.identity.names import NAMESPACE_SEPARATOR, name_normalise
 from runs.identity.permissions import membership_grant
+from runs.kernel.errors import AuthRejected, IdentityRequired
+from runs.kernel.names import NAMESPACE_SEPARATOR, name_normalise
 from runs.models import Membership, Role, Tenant
 
 if TYPE_CHECKING:  # the project keeps Django's own user model

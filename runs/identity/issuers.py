@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from harbor_site.owner_files import write_once
+from runs.kernel.owner_files import write_once
 
 log = logging.getLogger("harbor.auth")
 

@@ -8,10 +8,18 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.db.models import Model
+from django.dispatch import Signal
 from guardian.shortcuts import assign_perm
 
-from runs.domain import events
 from runs.models import Membership, Role, Tenant
+
+# Sent after the commit that changed what a person may see in a tenant (user_id, tenant_id):
+# the application closes the person's open streams, which re-check at once.
+access_changed = Signal()
+
+
+def _access_changed_on_commit(user_id: int, tenant_id: int) -> None:
+    transaction.on_commit(lambda: access_changed.send(sender=Membership, user_id=user_id, tenant_id=tenant_id))
 
 
 def _group_name(tenant_id: int, role: str) -> str:
@@ -31,14 +39,13 @@ def membership_grant(*, tenant: Tenant, user: User, role: str) -> Membership:
     membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
     user.groups.remove(*Group.objects.filter(name__startswith=f"tenant-{tenant.pk}-"))
     user.groups.add(role_group(tenant, role))
-    # The person's open streams re-check at once: what they may see follows the role.
-    transaction.on_commit(lambda: events.close_streams(user_id=user.pk, tenant_id=tenant.pk))
+    _access_changed_on_commit(user.pk, tenant.pk)  # what they may see follows the role
     return membership
 
 
 @transaction.atomic
 def membership_revoke(*, tenant: Tenant, user: User) -> None:
-    # Its delegations end and the person's open streams close at once (runs.identity.departures).
+    # Its delegations end and the person's open streams close at once (runs.application.departures).
     Membership.objects.filter(tenant=tenant, user=user).delete()
     user.groups.remove(*Group.objects.filter(name__startswith=f"tenant-{tenant.pk}-"))
 
@@ -52,7 +59,7 @@ def delegate(obj: Model, *, user: AbstractBaseUser, permission: str) -> None:
     if not Membership.objects.filter(tenant_id=obj.tenant_id, user_id=user.pk).exists():  # type: ignore[attr-defined]
         raise ValueError("delegation stays within the tenant: the person is not a member")
     assign_perm(permission, user, obj)
-    transaction.on_commit(lambda: events.close_streams(user_id=user.pk, tenant_id=obj.tenant_id))  # type: ignore[attr-defined]
+    _access_changed_on_commit(user.pk, obj.tenant_id)  # type: ignore[attr-defined]
 
 
 DELEGABLE = frozenset({"view_run", "steer_run", "view_pause", "decide_pause"})

@@ -15,7 +15,7 @@ from django.core.exceptions import SuspiciousOperation
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from harbor_site.compat import django
+from compat import django
 
 
 def stored_key(session_key: str) -> str:

@@ -4,7 +4,7 @@ and steering instructions get keys the application makes, so a transaction whose
 lost can look for what it wrote. An event's sequence is given as its transaction commits."""
 
 import django.utils.timezone
-import runs.domain.ids
+import runs.kernel.ids
 from django.conf import settings
 from django.db import migrations, models
 
@@ -44,12 +44,12 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='steeringinstruction',
             name='id',
-            field=models.CharField(default=runs.domain.ids.new_ulid, editable=False, max_length=26, primary_key=True, serialize=False),
+            field=models.CharField(default=runs.kernel.ids.new_ulid, editable=False, max_length=26, primary_key=True, serialize=False),
         ),
         migrations.AlterField(
             model_name='toolcall',
             name='id',
-            field=models.CharField(default=runs.domain.ids.new_ulid, editable=False, max_length=26, primary_key=True, serialize=False),
+            field=models.CharField(default=runs.kernel.ids.new_ulid, editable=False, max_length=26, primary_key=True, serialize=False),
         ),
         migrations.AddIndex(
             model_name='run',

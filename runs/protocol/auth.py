@@ -9,10 +9,10 @@ from django.contrib.auth.models import User
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
 
-from runs.domain.errors import AuthRejected, IdentityRequired
 from runs.identity.bearer_tokens import token_verify
 from runs.identity.callers import Caller, caller_resolve
 from runs.identity.issuers import SESSION_HEADER, SESSION_PATTERN
+from runs.kernel.errors import AuthRejected, IdentityRequired
 
 log = logging.getLogger("harbor.auth")
 

@@ -9,7 +9,7 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
 from runs.domain.connection_loss import was_lost
-from runs.domain.errors import (
+from runs.kernel.errors import (
     HTTP_STATUS,
     HarborError,
     RateLimited,

@@ -19,15 +19,12 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, ImproperlyConfigured, TooManyFieldsSent
 from django.http import HttpRequest, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
-from harbor_site.compat import django
 from runs.domain.payload import MAX_REQUEST_BYTES
-from runs.runtime import wake
 
 PROTOCOL_PREFIX = "/v1/"
 Scope = dict[str, Any]
@@ -198,7 +195,7 @@ def routed_path(target: str) -> str:
 
 def body_limit(target: str) -> int | None:
     """The most body bytes a request to `target` may carry before the HTTP server hangs up
-    (harbor_site.compat.daphne): a /v1/ one MAX_REQUEST_BYTES, any other Django's
+    (compat.daphne): a /v1/ one MAX_REQUEST_BYTES, any other Django's
     DATA_UPLOAD_MAX_MEMORY_SIZE (None: no limit)."""
     if routed_path(target).startswith(PROTOCOL_PREFIX):
         return MAX_REQUEST_BYTES
@@ -212,18 +209,3 @@ def too_large(target: str, declared: int | None, limit: int) -> tuple[bytes, byt
     if routed_path(target).startswith(PROTOCOL_PREFIX):
         return b"application/json", json.dumps({"code": "request_too_large", "message": message}).encode()
     return b"text/plain; charset=utf-8", f"Request body too large: {message}.\n".encode()
-
-
-class OneThreadASGIHandler(django.SyncStackASGIHandler):
-    """Django's ASGI handler, the middleware stack and a sync view in one thread hop per
-    request (harbor_site.compat.django.SyncStackASGIHandler)."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Wake-ups raised by the request go out once its answer is sent, from a thread
-        (a broker that is slow to answer never stalls the event loop)."""
-        with wake.held() as wakers:
-            try:
-                await super().__call__(scope, receive, send)
-            finally:
-                if wakers:
-                    await sync_to_async(wake.deliver, thread_sensitive=False)(wakers)

@@ -18,14 +18,14 @@ from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from runs.domain.connection_loss import once_more_if_lost
-from runs.domain.errors import (
+from runs.domain.payload import MAX_KEYS, MAX_REQUEST_BYTES, check_bounds, json_loads
+from runs.identity.callers import Caller
+from runs.kernel.errors import (
     IdentityRequired,
     InvalidRequest,
     PayloadInvalid,
     RequestTooLarge,
 )
-from runs.domain.payload import MAX_KEYS, MAX_REQUEST_BYTES, check_bounds, json_loads
-from runs.identity.callers import Caller
 from runs.protocol import serializers as s
 from runs.protocol.auth import BearerAuthentication
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
-from runs.runtime.registry import all_agents
+from runs.application.catalog import agents_offered
 
 
 class BearerScheme(OpenApiAuthenticationExtension):
@@ -32,7 +32,7 @@ def document_protocol(result: dict[str, Any], generator: object, request: object
             schemas[name]["additionalProperties"] = False
     start = schemas.get("StartRequest", {}).get("properties", {})
     if "agent_id" in start:
-        start["agent_id"]["enum"] = [agent.id for agent in all_agents()]
+        start["agent_id"]["enum"] = [agent.id for agent in agents_offered()]
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     header = partial(_parameter, "header")
     result.setdefault("paths", {})["/v1/events"] = {

@@ -36,9 +36,13 @@ from django.views.decorators.csrf import csrf_exempt
 
 from runs.domain import events, selectors
 from runs.domain.connection_loss import once_more_if_lost
-from runs.domain.errors import AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest, RateLimited
 from runs.domain.event_types import Envelope
-from runs.domain.streams import (
+from runs.identity.callers import Caller, caller_resolve
+from runs.identity.visibility import Viewer, viewer_of
+from runs.kernel.errors import AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest, RateLimited
+from runs.protocol.auth import bearer_token, caller_from_headers
+from runs.protocol.errors import harbor_error_response, method_not_allowed
+from runs.streams.tail import (
     BATCH,
     CURSOR_DIGITS,
     Tail,
@@ -51,10 +55,6 @@ from runs.domain.streams import (
     read_after,
     starting_cursor,
 )
-from runs.identity.callers import Caller, caller_resolve
-from runs.identity.visibility import Viewer, viewer_of
-from runs.protocol.auth import bearer_token, caller_from_headers
-from runs.protocol.errors import harbor_error_response, method_not_allowed
 
 T = TypeVar("T")
 log = logging.getLogger("harbor.sse")

@@ -10,13 +10,13 @@ from rest_framework.response import Response
 
 from approvals.domain import selectors as pause_selectors
 from approvals.models import Pause
+from runs.application import run_start, steering_landed, steering_submit
 from runs.domain import selectors
-from runs.domain.errors import (
+from runs.identity.callers import Caller
+from runs.kernel.errors import (
     UnknownMethod,
 )
-from runs.domain.ids import new_ulid
-from runs.domain.services import run_start, steering_landed, steering_submit
-from runs.identity.callers import Caller
+from runs.kernel.ids import new_ulid
 from runs.models import Instruction, Run
 from runs.protocol import serializers as s
 
@@ -210,7 +210,7 @@ class TaskGetView(ReadView):
     )
     def post(self, request: Request) -> Response:
         data = self.validated(s.TaskGetRequestSerializer)
-        run = selectors.task_detail(caller=self.caller, run_id=data["identity"]["run"])
+        run = pause_selectors.task_detail(caller=self.caller, run_id=data["identity"]["run"])
         context = {"may_see_token": _tokens_shown(self.caller, run.visible_pauses)}  # type: ignore[attr-defined]  # prefetched by task_detail
         return Response(s.TaskDetailSerializer(run, context=context).data)
 

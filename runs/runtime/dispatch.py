@@ -20,9 +20,9 @@ from django.utils import timezone
 
 import outbox
 from approvals.domain.services import pause_sweep_overdue
-from runs.domain import sql
+from runs.domain import handles, sql
 
-from . import handles, loop
+from . import loop
 from .wake import register, wake_now
 
 log = logging.getLogger("harbor.runtime")

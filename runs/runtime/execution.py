@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from runs.domain import events, sql
 from runs.domain.connection_loss import once_more_if_lost, was_lost
-from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 from runs.domain.event_types import ToolCompleted, ToolFailed, tool_pause_companion
 from runs.domain.transitions import run_fail, save_run
+from runs.kernel.errors import ErrToolContextLost, ErrUnserializable
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
 from .lease import Landed, Lease, LeaseLost, give_back

@@ -28,10 +28,10 @@ from django.db import InterfaceError, OperationalError, connection
 
 from runs.domain import events
 from runs.domain.connection_loss import once_more_if_lost
-from runs.domain.errors import ErrToolContextLost
 from runs.domain.event_types import PlannerDecision, TaskStarted, ToolInvoked
-from runs.domain.ids import new_ulid
 from runs.domain.transitions import move, run_complete, run_fail, save_run
+from runs.kernel.errors import ErrToolContextLost
+from runs.kernel.ids import new_ulid
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
 from .execution import Call, execute

@@ -8,9 +8,9 @@ from datetime import timedelta
 from approvals.domain.services import pause_park
 from approvals.models import Cause, Pause, Reason
 from runs.domain import events
-from runs.domain.errors import ErrToolContextLost, ErrUnserializable
 from runs.domain.event_types import CompanionPayload, ToolApprovalRequested
 from runs.domain.transitions import run_fail
+from runs.kernel.errors import ErrToolContextLost, ErrUnserializable
 from runs.models import FailureCode, Run
 
 from .tools import Tool, ToolContext

@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from runs.domain.errors import ErrToolContextLost, ErrUnserializable
+from runs.domain import handles
 from runs.domain.event_types import ToolFacts
-
-from . import handles
+from runs.kernel.errors import ErrToolContextLost, ErrUnserializable
 
 ApprovalPolicy = Literal["never", "always"] | Callable[[dict], bool]  # or a predicate over the args
 

@@ -17,9 +17,9 @@ from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from runs.domain import events, selectors
-from runs.domain.errors import HarborError
 from runs.identity.callers import Caller, caller_resolve
 from runs.identity.sessions import web_session_for_key
+from runs.kernel.errors import HarborError
 from runs.models import Membership
 
 

@@ -11,7 +11,7 @@ re-checking every few seconds that the person may still see it (and at once on a
 change; on the embedded default's in-memory layer, only one made in the server's process),
 so a push never leaks across tenants or past a revoked membership, and a dropped nudge
 costs nothing but a delay.
-Pushes reach a socket from its process's Hub (runs.domain.streams) by a direct call, with no
+Pushes reach a socket from its process's Hub (runs.streams.tail) by a direct call, with no
 per-socket channel, queue or thread hop; what does read the database (the re-check and the
 log after a gap) is batched across the process's sockets, one thread hop per batch.
 Nothing here writes: steering goes through the services, like every other client."""
@@ -40,15 +40,16 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from runs.domain import events, selectors, streams
-from runs.domain.errors import InvalidRequest
+from runs.domain import events, selectors
 from runs.domain.event_types import Envelope
-from runs.domain.streams import Tail, listening_on
 from runs.identity import sessions
 from runs.identity.callers import Caller
 from runs.identity.sessions import web_session_for_key
 from runs.identity.visibility import Viewer, viewer_of, viewers_of
+from runs.kernel.errors import InvalidRequest
 from runs.models import Membership
+from runs.streams import tail as streams
+from runs.streams.tail import Tail, listening_on
 from runs.web.frames import frame_text
 
 log = logging.getLogger("harbor.ws")

@@ -6,11 +6,11 @@ from typing import Any
 
 from django import forms
 
-from runs.domain.errors import PayloadInvalid
+from runs.application.catalog import agents_offered
 from runs.domain.payload import MAX_STRING, json_loads
 from runs.domain.steering_payloads import PRIORITY_RANGE
+from runs.kernel.errors import PayloadInvalid
 from runs.models import DECISION_INSTRUCTIONS, Instruction
-from runs.runtime.registry import all_agents
 
 
 class StartRunForm(forms.Form):
@@ -32,7 +32,7 @@ class StartRunForm(forms.Form):
         super().__init__(*args, **kwargs)
         agent_field = self.fields["agent_id"]
         assert isinstance(agent_field, forms.ChoiceField)
-        agent_field.choices = [(a.id, f"{a.id} — {a.description}") for a in all_agents()]
+        agent_field.choices = [(a.id, f"{a.id} — {a.description}") for a in agents_offered()]
 
 
 class SteeringFormError(ValueError):

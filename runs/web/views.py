@@ -16,13 +16,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals.domain import selectors as pause_selectors
-from approvals.domain.tokens import SIGN_IN_SEALED
 from approvals.models import Cause, Pause
+from runs.application import run_start, steering_submit
 from runs.domain import events, selectors
-from runs.domain.errors import HarborError
-from runs.domain.services import run_start, steering_submit
+from runs.domain.tokens import SIGN_IN_SEALED
 from runs.identity.callers import Caller
 from runs.identity.scopes import MINIMUM_SCOPE, Scope, caller_scope
+from runs.kernel.errors import HarborError
 from runs.models import DECISION_INSTRUCTIONS, Event, Instruction, Role, Run, RunStatus, SteeringState
 from runs.web.access import MemberRequest, SignedInRequest, error_text, member_required, safe_next
 from runs.web.forms import StartRunForm, SteeringFormError, steering_payload

@@ -9,8 +9,8 @@ from approvals.a2a import bridge, wire
 from approvals.a2a.directory import RemoteAgent as Address
 from approvals.a2a.models import RemoteAgent
 from approvals.models import Pause
+from runs.application import run_start, steering_submit
 from runs.domain.events import envelope
-from runs.domain.services import run_start, steering_submit
 from runs.models import Event, Run
 from runs.runtime.dispatch import drain
 

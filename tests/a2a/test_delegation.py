@@ -8,7 +8,7 @@ import pytest
 import outbox
 from approvals.models import Cause, Decision, Pause, Reason
 from outbox.models import OutboxMessage
-from runs.domain.errors import PayloadInvalid
+from runs.kernel.errors import PayloadInvalid
 from runs.models import Run, RunStatus, SteeringInstruction, ToolCall
 from runs.runtime.dispatch import drain
 from tests.a2a.helpers import configure, open_pause, payloads, remote, start, steer

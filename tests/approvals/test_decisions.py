@@ -4,10 +4,10 @@ rejections, and refusals that change nothing."""
 import pytest
 
 from approvals.domain.services import pause_sweep_overdue
-from approvals.domain.tokens import token_unseal
 from approvals.models import Decision, DecisionRefusal, Pause, PauseState
-from runs.domain.errors import AlreadyResumed, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
-from runs.domain.services import run_start, steering_submit
+from runs.application import run_start, steering_submit
+from runs.domain.tokens import token_unseal
+from runs.kernel.errors import AlreadyResumed, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
 from runs.models import Event, RunStatus
 from runs.runtime.dispatch import drain
 from tests.conftest import db_snapshot

@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 
 from approvals.models import Pause, PauseState
-from runs.domain.errors import AlreadyResumed
-from runs.domain.services import run_start, steering_submit
+from runs.application import run_start, steering_submit
+from runs.kernel.errors import AlreadyResumed
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
 from tests.conftest import requires_postgres

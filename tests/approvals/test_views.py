@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from approvals.models import Decision, Pause, PauseState
-from runs.domain.services import run_start
+from runs.application import run_start
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
 from tests.factories import PauseFactory

@@ -8,12 +8,12 @@ from django.test.utils import CaptureQueriesContext
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from approvals.domain.selectors import pause_list, pauses_decidable, token_visibility
-from approvals.domain.tokens import token_unseal
 from approvals.models import Pause
-from runs.domain.errors import NotFound
+from runs.application import run_start, steering_submit
 from runs.domain.selectors import runs_visible
-from runs.domain.services import run_start, steering_submit
+from runs.domain.tokens import token_unseal
 from runs.identity.permissions import delegate, membership_grant, membership_revoke
+from runs.kernel.errors import NotFound
 from runs.models import Membership, Role
 from runs.protocol.serializers import PauseListResponseSerializer
 from runs.runtime.dispatch import drain

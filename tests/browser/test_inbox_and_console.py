@@ -48,7 +48,7 @@ def start_run(live_harbor, *, user: str, agent_id: str, query: str) -> str:
         "shell",
         "-c",
         (
-            "import json\nfrom runs.identity.callers import caller_resolve\nfrom runs.domain.services import run_start\n"
+            "import json\nfrom runs.identity.callers import caller_resolve\nfrom runs.application import run_start\n"
             f"c = caller_resolve(tenant='acme', user={user!r}, session='cli')\n"
             f"print(json.dumps(run_start(caller=c, query={query!r}, agent_id={agent_id!r})[0].pk))"
         ),
@@ -75,7 +75,7 @@ def approve_elsewhere(live_harbor, *, user: str, run_id: str) -> None:
         "shell",
         "-c",
         (
-            "from runs.identity.callers import caller_resolve\nfrom runs.domain.services import steering_submit\n"
+            "from runs.identity.callers import caller_resolve\nfrom runs.application import steering_submit\n"
             f"steering_submit(caller=caller_resolve(tenant='acme', user={user!r}, session='cli'), run_id={run_id!r}, method='approve')"
         ),
     )

@@ -76,7 +76,7 @@ def _service(live_harbor, user: str, statement: str) -> str:
         "-c",
         (
             "import json\nfrom runs.identity.callers import caller_resolve\n"
-            "from runs.domain.services import run_start, steering_submit\n"
+            "from runs.application import run_start, steering_submit\n"
             f"c = caller_resolve(tenant={TENANT!r}, user={user!r}, session='cli')\n{statement}"
         ),
     )

@@ -4,7 +4,7 @@ is shown, never obeyed, on every page: the inbox card, the run page, the runs li
 import pytest
 from django.test import Client
 
-from runs.domain.services import run_start
+from runs.application import run_start
 from runs.runtime.dispatch import drain
 from runs.web.bidi import BIDI_CONTROLS, neutralise
 

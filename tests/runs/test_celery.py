@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from runs.domain.services import run_start
+from runs.application import run_start
 from runs.models import Run, RunStatus
 from runs.tasks import dispatch
 from tests.conftest import requires_postgres, requires_redis

@@ -19,8 +19,8 @@ from harbor_site.asgi import application
 from runs.domain import events, pubsub
 from runs.domain import push as live_push
 from runs.domain.event_types import MessageReceived
-from runs.domain.streams import Tail, hub_for, listening_on
 from runs.models import Event
+from runs.streams.tail import Tail, hub_for, listening_on
 from runs.web import consumers
 from runs.web.consumers import EventsConsumer
 from tests.live import free_port

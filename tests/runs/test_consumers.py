@@ -10,7 +10,7 @@ from django.conf import settings
 from django.test import Client
 
 from harbor_site.asgi import application
-from runs.domain.services import run_start
+from runs.application import run_start
 from runs.identity.permissions import membership_revoke
 from runs.models import Event
 

@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from runs import tasks
-from runs.domain.services import run_start
+from runs.application import run_start
 from runs.models import Run, RunStatus, ToolCall
 from runs.runtime.dispatch import drain
 from runs.runtime.lease import Lease, _keeper

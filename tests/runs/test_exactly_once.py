@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from approvals.domain.services import pause_sweep_overdue
 from approvals.models import Cause, Decision, Pause
-from runs.domain.errors import AlreadyResumed, HarborError, NotFound
-from runs.domain.services import run_start, steering_submit
+from runs.application import run_start, steering_submit
+from runs.domain import handles
+from runs.kernel.errors import AlreadyResumed, HarborError, NotFound
 from runs.models import Event, Run, RunStatus, ToolCall
-from runs.runtime import handles
 from runs.runtime.dispatch import drain
 from runs.runtime.lease import Lease
 from runs.runtime.planner import CallTool, Finish

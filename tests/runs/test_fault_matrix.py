@@ -13,8 +13,8 @@ from django.db import OperationalError
 
 from approvals.models import Decision, Pause, PauseState
 from runs import tasks
-from runs.domain.errors import AlreadyResumed
-from runs.domain.services import run_start, steering_submit
+from runs.application import run_start, steering_submit
+from runs.kernel.errors import AlreadyResumed
 from runs.models import Event, Run, RunStatus, SteeringInstruction, Tenant, ToolCall
 from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Finish

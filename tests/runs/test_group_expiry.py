@@ -8,7 +8,7 @@ import shutil
 import pytest
 from django.conf import settings
 
-from runs.domain.streams import Hub, Tail, hub_for
+from runs.streams.tail import Hub, Tail, hub_for
 from tests.runs.api.test_sse import _in_own_loop
 from tests.runs.test_consumer_delivery import Redis
 

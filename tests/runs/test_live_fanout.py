@@ -15,12 +15,13 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from approvals.models import Pause
-from runs.domain import events, selectors, streams
+from runs.domain import events, selectors
 from runs.domain import push as live_push
-from runs.domain.streams import Tail, hub_for
 from runs.identity.permissions import delegate
 from runs.identity.visibility import viewer_of, viewers_of
 from runs.runtime.dispatch import drain
+from runs.streams import tail as streams
+from runs.streams.tail import Tail, hub_for
 from runs.web import consumers
 
 from .test_consumer_delivery import emit, logged, receive_until

@@ -12,7 +12,7 @@ from websockets.sync.client import connect
 SHELL = """
 from runs.domain import events
 from runs.identity.callers import caller_resolve
-from runs.domain.services import run_start
+from runs.application import run_start
 from runs.models import Run
 {body}
 """

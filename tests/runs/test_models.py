@@ -1,8 +1,8 @@
 import pytest
 
 from approvals.models import Pause
-from runs.domain.audit import AuditImmutable
-from runs.domain.services import run_start, steering_submit
+from runs.application import run_start, steering_submit
+from runs.kernel.audit import AuditImmutable
 from runs.models import Event, Instruction, SteeringInstruction
 from runs.runtime.dispatch import drain
 

@@ -12,11 +12,11 @@ import msgpack
 import pytest
 import redis
 
+from runs.application import run_start
 from runs.domain import events, pubsub
 from runs.domain import push as live_push
 from runs.domain.event_types import MessageReceived
-from runs.domain.services import run_start
-from runs.domain.streams import Tail
+from runs.streams.tail import Tail
 from tests.runs.api.test_sse import _in_own_loop
 from tests.runs.test_consumer_delivery import Redis
 

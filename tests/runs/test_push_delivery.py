@@ -5,12 +5,13 @@ token only for those who may decide."""
 import pytest
 from channels.db import database_sync_to_async
 
-from approvals.domain.tokens import token_unseal
 from approvals.models import Pause
 from runs.domain import push as live_push
-from runs.domain import selectors, streams
+from runs.domain import selectors
+from runs.domain.tokens import token_unseal
 from runs.identity.visibility import viewer_of
 from runs.runtime.dispatch import drain
+from runs.streams import tail as streams
 from runs.web import consumers
 
 from .test_consumers import connect, start

@@ -1,7 +1,7 @@
 import pytest
 
-from runs.domain.errors import InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
-from runs.domain.services import run_start
+from runs.application import run_start
+from runs.kernel.errors import InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
 from runs.models import Event, Run, RunStatus
 from tests.conftest import db_snapshot
 

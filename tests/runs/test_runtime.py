@@ -11,8 +11,8 @@ from django.db import connection
 from django.utils import timezone
 
 from approvals.models import Cause, Decision, Pause
-from runs.domain.errors import ScopeMismatch
-from runs.domain.services import run_start, steering_submit
+from runs.application import run_start, steering_submit
+from runs.kernel.errors import ScopeMismatch
 from runs.models import Event, Run, RunStatus, SteeringState, ToolCall
 from runs.runtime.dispatch import drain
 from runs.runtime.loop import advance

@@ -5,7 +5,7 @@ from django.contrib.sessions.models import Session
 from django.test import Client
 
 from approvals.models import Pause
-from runs.domain.services import run_start
+from runs.application import run_start
 from runs.models import RunStatus
 from runs.runtime.dispatch import drain
 

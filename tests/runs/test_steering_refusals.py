@@ -2,8 +2,8 @@
 
 import pytest
 
-from runs.domain.errors import InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
-from runs.domain.services import run_start, steering_submit
+from runs.application import run_start, steering_submit
+from runs.kernel.errors import InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch, UnknownMethod
 from runs.models import SteeringInstruction
 from runs.runtime.dispatch import drain
 from tests.conftest import db_snapshot

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from approvals.models import Pause
-from runs.domain.services import run_start, steering_submit
+from runs.application import run_start, steering_submit
 from runs.models import Event, Run, RunStatus
 from runs.runtime import dispatch
 

@@ -5,8 +5,8 @@ read or written before it (no state kept on model instances)."""
 import pytest
 from django.db import transaction
 
+from runs.application import run_start
 from runs.domain import events, push
-from runs.domain.services import run_start
 from runs.domain.transitions import save_run
 from runs.models import Event, Run, Tenant
 from runs.runtime.lease import locked

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from approvals.models import Cause, PauseState
-from runs.domain.services import run_start
+from runs.application import run_start
 from runs.models import Run, RunStatus, SteeringInstruction
 from runs.runtime.dispatch import drain
 from tests.factories import UserFactory

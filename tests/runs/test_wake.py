@@ -12,8 +12,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 
-from runs.domain.services import run_start
-from runs.protocol.middleware import OneThreadASGIHandler
+from harbor_site.asgi_handler import OneThreadASGIHandler
+from runs.application import run_start
 from runs.runtime import dispatch
 from runs.runtime.dispatch import drain
 from runs.runtime.wake import register, wake_now

@@ -6,7 +6,7 @@ import os
 import secrets
 from pathlib import Path
 
-from harbor_site.owner_files import write_once
+from runs.kernel.owner_files import write_once
 
 BASE_DIR = Path(__file__).resolve().parent
 REPO_DIR = BASE_DIR.parent.parent.parent

@@ -8,8 +8,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from approvals.domain.selectors import pause_payload_shown
-from approvals.domain.tokens import token_unseal
 from approvals.models import Cause, Pause, PauseState, Reason
+from runs.domain.tokens import token_unseal
 from runs.models import CancelPolicy, Run, RunStatus, SteeringInstruction
 
 PROTOCOL_VERSION = "0.1.0"
@@ -165,7 +165,7 @@ class SteeringRowSerializer(serializers.Serializer):
 
 
 class TaskDetailSerializer(TaskRowSerializer):
-    """Reads a run from selectors.task_detail (its visible pauses and steering prefetched)."""
+    """Reads a run from approvals.domain.selectors.task_detail (its visible pauses and steering prefetched)."""
 
     pauses = PauseSnapshotSerializer(many=True, source="visible_pauses")
     steering = SteeringRowSerializer(many=True, source="steering_history")

@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from approvals.domain.tokens import token_unseal
 from approvals.models import DecisionRefusal, Pause
 from runs.domain.payload import MAX_REQUEST_BYTES
+from runs.domain.tokens import token_unseal
 from runs.models import SteeringInstruction
 from runs.protocol.middleware import BodyLimit, client_address, trusted_networks
 from runs.runtime.dispatch import drain

@@ -13,8 +13,8 @@ import pytest
 from django.test import Client
 from hypothesis import strategies as st
 
-from runs.domain.errors import HTTP_STATUS
 from runs.domain.payload import MAX_REQUEST_BYTES
+from runs.kernel.errors import HTTP_STATUS
 from runs.runtime.dispatch import drain
 
 from .conftest import mint

@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.contrib.auth import get_user_model
 
 from runs.identity import issuers
-from runs.identity.names import name_normalise
 from runs.identity.permissions import membership_grant
+from runs.kernel.names import name_normalise
 from runs.models import Membership, Role, Run, Tenant
 
 from .conftest import EC_KEY, mint

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from runs.domain.errors import HTTP_STATUS
+from runs.kernel.errors import HTTP_STATUS
 from runs.models import Run, SteeringInstruction
 from runs.runtime.dispatch import drain
 
@@ -158,7 +158,7 @@ def test_tasks_get_of_a_foreign_or_unknown_run_is_not_found(api):
 
 
 def test_every_error_code_is_reachable_with_its_status(api, settings):
-    """One request per code of PROTOCOL §7 (the table is runs.domain.errors.HTTP_STATUS)."""
+    """One request per code of PROTOCOL §7 (the table is runs.kernel.errors.HTTP_STATUS)."""
     seen = {}
 
     def record(path, body=None, **kwargs):

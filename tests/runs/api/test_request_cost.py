@@ -16,12 +16,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from approvals.models import Pause
+from harbor_site.asgi_handler import OneThreadASGIHandler
 from harbor_site.request_threads import RequestThreads
-from runs.domain.errors import AuthRejected
-from runs.domain.services import run_start, steering_submit
+from runs.application import run_start, steering_submit
 from runs.identity.callers import User, caller_resolve
+from runs.kernel.errors import AuthRejected
 from runs.models import Tenant
-from runs.protocol.middleware import OneThreadASGIHandler
 from runs.runtime.dispatch import drain
 
 from .conftest import mint

@@ -11,15 +11,15 @@ from django.db import connection
 from django.db.migrations.loader import MigrationLoader
 from django.test import Client
 
-from approvals.domain.tokens import sign_in_unseal
 from approvals.models import Cause, Pause, Reason
 from runs.domain import events
 from runs.domain import push as live_push
-from runs.domain.streams import pushed_envelope, read_after
+from runs.domain.tokens import sign_in_unseal
 from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent, unregister_agent
 from runs.runtime.tools import Tool, ToolPause
+from runs.streams.tail import pushed_envelope, read_after
 
 STATE = "hrbs_" + "s" * 43
 URL = f"https://provider.test/authorize?state={STATE}"

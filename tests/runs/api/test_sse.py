@@ -286,8 +286,8 @@ def test_keepalive_comments_while_idle(settings):
     """The stream's loop on its own: an idle stream emits `: keepalive` comments."""
     from channels.layers import InMemoryChannelLayer
 
-    from runs.domain.streams import Tail
     from runs.protocol import sse
+    from runs.streams.tail import Tail
 
     settings.HARBOR_SSE_KEEPALIVE_SECONDS = 0.05
 
@@ -327,8 +327,8 @@ def test_the_live_tail_survives_a_redis_restart(settings, transport):
     from channels_redis.core import RedisChannelLayer
 
     from runs.domain import pubsub
-    from runs.domain.streams import Tail
     from runs.protocol import sse
+    from runs.streams.tail import Tail
     from tests.runs.test_consumer_delivery import Redis
 
     settings.HARBOR_SSE_KEEPALIVE_SECONDS = 60  # only a nudge or an outage's polling reads
@@ -392,10 +392,10 @@ def test_a_push_that_follows_the_cursor_is_delivered_from_the_message_and_a_gap_
     resume token the caller may use (re-checked at send time), reads the log."""
     from channels.layers import InMemoryChannelLayer
 
-    from approvals.domain.tokens import token_seal
-    from runs.domain.streams import Tail
+    from runs.domain.tokens import token_seal
     from runs.identity.visibility import Viewer
     from runs.protocol import sse
+    from runs.streams.tail import Tail
 
     settings.HARBOR_SSE_KEEPALIVE_SECONDS = 60
     alice = Viewer(user_id=1, username="alice", session="s1", role="member")
@@ -462,8 +462,8 @@ def test_while_the_layer_is_down_streams_share_one_head_read_and_read_only_on_gr
     of the log's head per half poll interval, and read the log only once it has grown."""
     from channels.layers import InMemoryChannelLayer
 
-    from runs.domain.streams import Tail
     from runs.protocol import sse
+    from runs.streams.tail import Tail
 
     settings.HARBOR_SSE_KEEPALIVE_SECONDS = 60  # no keepalive read in this test
     settings.HARBOR_STREAM_POLL_SECONDS = 0.1

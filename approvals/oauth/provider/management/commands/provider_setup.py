@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 from oauth2_provider.models import get_application_model
 
-from harbor_site.owner_files import write_once
+from runs.kernel.owner_files import write_once
 
 PEOPLE = ("alice", "bob", "gina")
 

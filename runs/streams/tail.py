@@ -25,13 +25,13 @@ from channels.layers import BaseChannelLayer
 from django.conf import settings
 
 from approvals.domain.selectors import token_visibility
-from approvals.domain.tokens import sign_in_open, sign_in_unseal, token_unseal
 from approvals.models import Pause
 from runs.domain import events, pubsub, selectors
-from runs.domain.errors import InvalidRequest
 from runs.domain.event_types import Envelope
+from runs.domain.tokens import sign_in_open, sign_in_unseal, token_unseal
 from runs.identity.callers import Caller
 from runs.identity.visibility import Viewer
+from runs.kernel.errors import InvalidRequest
 from runs.models import Event
 
 log = logging.getLogger("harbor.streams")

@@ -5,7 +5,7 @@ from functools import lru_cache
 
 from confusable_homoglyphs.confusables import confusables_data
 
-from runs.domain.errors import AuthRejected
+from runs.kernel.errors import AuthRejected
 
 # Cyrillic and Greek letters that render like Latin ones, beside those Unicode's confusables
 # list maps to one (below). A name made only of these (and digits/punctuation) is a

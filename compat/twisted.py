@@ -18,7 +18,7 @@ from typing import Any
 
 from twisted.web.http import HTTPChannel
 
-from harbor_site.compat import Checked
+from compat import Checked
 
 CHECKED = Checked("twisted", lowest=(26, 10), below=(26, 11))  # read against 26.10.0
 

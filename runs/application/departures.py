@@ -14,6 +14,7 @@ from guardian.models import UserObjectPermission
 
 from approvals.models import Pause
 from runs.domain import events
+from runs.identity.permissions import access_changed
 from runs.models import Membership, Run
 
 
@@ -59,3 +60,8 @@ def _account_deactivated(sender: type, instance: User, **kwargs: object) -> None
 @receiver(post_delete, sender=User, dispatch_uid="harbor-account-deleted")
 def _account_deleted(sender: type, instance: User, **kwargs: object) -> None:
     _close_after_commit(instance.pk)
+
+
+@receiver(access_changed, dispatch_uid="harbor-access-changed")
+def _access_changed(sender: type, user_id: int, tenant_id: int, **kwargs: object) -> None:
+    events.close_streams(user_id=user_id, tenant_id=tenant_id)

@@ -1,124 +1,49 @@
-"""Every run write: start a run, submit steering, and apply steering at step boundaries."""
+"""Submit steering: the nine instructions of PROTOCOL §6, checked, recorded once and applied at
+once or at the run's next step boundary."""
 
 import logging
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from django.db import IntegrityError, InterfaceError, OperationalError, connection
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from approvals.domain import refusals
 from approvals.domain.services import parked_by_operator, pause_decide, pause_decision_refused, pause_targeted
 from runs.domain import events
 from runs.domain.connection_loss import was_lost
-from runs.domain.errors import (
-    HarborError,
-    IdentityScopeRequired,
-    InvalidRequest,
-    NotFound,
-    PayloadInvalid,
-    ScopeMismatch,
-    UnknownMethod,
-)
-from runs.domain.event_types import TaskPrioritised, TaskSpawned
-from runs.domain.ids import new_ulid
-from runs.domain.payload import MAX_STRING, check_bounds
-from runs.domain.steering_payloads import priority_check, steering_payload_clean
+from runs.domain.event_types import TaskPrioritised
+from runs.domain.payload import check_bounds
+from runs.domain.steering_payloads import steering_payload_clean
 from runs.domain.transitions import save_run
 from runs.identity.callers import Caller
 from runs.identity.scopes import MINIMUM_SCOPE, SCOPE_NAMES, caller_scope, can_view_run
 from runs.identity.visibility import may_decide_pause
+from runs.kernel.errors import (
+    HarborError,
+    IdentityScopeRequired,
+    InvalidRequest,
+    NotFound,
+    ScopeMismatch,
+    UnknownMethod,
+)
+from runs.kernel.ids import new_ulid
 from runs.models import (
     DECISION_INSTRUCTIONS,
-    CancelPolicy,
     Instruction,
     Run,
     RunStatus,
     SteeringInstruction,
     SteeringState,
 )
-from runs.runtime.registry import agent_exists
 from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now
 from runs.runtime.wake import wake_on_commit
 
 log = logging.getLogger("harbor.runs")
 
-DEFAULT_PRIORITY = 0
 # Applied inside the request; the others wait for the run's next step boundary.
 IMMEDIATE = frozenset({*DECISION_INSTRUCTIONS, Instruction.PRIORITIZE})
-
-
-def run_start(
-    *,
-    caller: Caller,
-    query: str,
-    agent_id: str = "deploy",
-    priority: int = DEFAULT_PRIORITY,
-    idempotency_key: str | None = None,
-    parent_run: str | None = None,
-    cancel_policy: str = CancelPolicy.CASCADE,
-    run_id: str | None = None,
-) -> tuple[Run, bool]:
-    """Start a run for the caller. An idempotency key already used by the same
-    (tenant, user, session) returns that run with reused=True; a worker takes its first step
-    once it commits. `run_id`: the id the new run gets (a request chooses it once; answered again after a lost
-    connection, it finds the run it made: selectors.run_started_by)."""
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidRequest("query must be a non-empty string")
-    if len(query) > MAX_STRING:
-        raise PayloadInvalid(f"query is over {MAX_STRING} characters")
-    if not isinstance(agent_id, str) or not agent_exists(agent_id):
-        raise InvalidRequest(f"unknown agent_id {agent_id!r}")
-    priority_check(priority)
-    if priority > DEFAULT_PRIORITY and not caller.is_admin:
-        raise ScopeMismatch(f"a priority above {DEFAULT_PRIORITY} needs the admin scope, as prioritize does")
-    if cancel_policy not in CancelPolicy.values:
-        raise InvalidRequest("cancel_policy must be 'cascade' or 'isolate'")
-    if idempotency_key is not None and (not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 200):
-        raise InvalidRequest("idempotency_key must be a string of 1 to 200 characters")
-
-    identity = {"tenant": caller.tenant, "owner": caller.user, "session": caller.session}
-    if idempotency_key is not None:
-        existing = Run.objects.filter(**identity, idempotency_key=idempotency_key).first()
-        if existing is not None:
-            return existing, True
-    if parent_run is not None and not isinstance(parent_run, str):
-        raise NotFound("parent_run is unknown or terminal")
-
-    try:
-        with events.atomic():
-            parent = None
-            if parent_run is not None:
-                # Locked, so a cancel cascading from the parent cannot miss this child.
-                parent = Run.objects.locked().filter(pk=parent_run, tenant=caller.tenant).first()
-                if parent is None or not can_view_run(caller, parent) or parent.is_terminal:
-                    raise NotFound("parent_run is unknown or terminal")
-            run = Run(
-                **identity,
-                **({"id": run_id} if run_id is not None else {}),
-                agent_id=agent_id,
-                goal=query,
-                priority=priority,
-                parent=parent,
-                cancel_policy=cancel_policy,
-                idempotency_key=idempotency_key,
-                checkpoint={"query": query, "step": 0, "history": []},
-            )
-            run.save(force_insert=True)
-            events.emit(
-                run=run,
-                type=events.TASK_SPAWNED,
-                payload=TaskSpawned(TaskID=run.pk, Priority=priority, ParentTaskID=parent.pk if parent else None),
-            )
-            wake_on_commit()
-    except IntegrityError:
-        # The same key raced in from another request of this identity: theirs won.
-        existing = Run.objects.filter(**identity, idempotency_key=idempotency_key).first()
-        if idempotency_key is None or existing is None:
-            raise
-        return existing, True
-    return run, False
 
 
 @dataclass(frozen=True)

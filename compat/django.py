@@ -12,7 +12,7 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpRequest, HttpResponseBase
 
-from harbor_site.compat import Checked
+from compat import Checked
 
 CHECKED = Checked("django", lowest=(5, 2), below=(5, 3))  # read against 5.2.20
 

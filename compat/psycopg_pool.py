@@ -14,7 +14,7 @@ from typing import Any
 from django.db.backends.signals import connection_created
 from psycopg_pool import ConnectionPool
 
-from harbor_site.compat import Checked
+from compat import Checked
 
 CHECKED = Checked("psycopg-pool", lowest=(3, 2), below=(3, 4))  # read against 3.3.3
 

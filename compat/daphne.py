@@ -15,7 +15,7 @@ stalled every socket and request of the process for seconds)."""
 from collections.abc import Callable
 from typing import Any
 
-from harbor_site.compat import Checked, twisted
+from compat import Checked, twisted
 
 CHECKED = Checked("daphne", lowest=(4, 2), below=(4, 3))  # read against 4.2.3
 
