@@ -4,13 +4,13 @@ and the write-ahead log checkpointed through it, off the commit path.
 SQLite checkpoints the write-ahead log into the database file and deletes it whenever the
 *last* connection to the database closes, and the next connection creates the log and
 its index again. When each request closed its connection at its end, every write request
-on a server nobody else held open paid that: 15-20 ms of a 30 ms approve (`bin/bench
+on a server nobody else held open paid that, a large share of an approve (`bin/bench
 --http`). Request threads keep theirs now (harbor_site.request_threads), but any of them may
 close one (an error, its age); with this connection always open the log stays whatever they
 do. This connection never starts a transaction, so it holds no lock and no snapshot.
 
 Left to itself, SQLite checkpoints in the commit that takes the log past 1,000 pages: that
-request copies the pages back and syncs the file, 4-6 ms where a commit takes 0.1 ms. The
+request copies the pages back and syncs the file, many times a commit's cost. The
 held connection's thread checkpoints instead (passive: it waits for no reader or writer)
 every half second, and request connections checkpoint only past a backstop the thread
 keeps them from reaching (`PRAGMA wal_autocheckpoint`, settings)."""

@@ -1,11 +1,14 @@
 """The project's modules import each other without cycles: counting imports inside functions
-too, since a cycle hidden in a function is still a cycle."""
+too, since a cycle hidden in a function is still a cycle. The same holds one level up, between
+the packages the layers name (pyproject.toml, [tool.importlinter]; lint-imports checks their
+order)."""
 
 import ast
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("harbor_site", "runs", "approvals", "outbox")
+PACKAGES = ("harbor_site", "runs", "approvals", "outbox", "compat")
 
 
 def module_name(path: Path) -> str:
@@ -74,3 +77,42 @@ def test_the_graph_is_read_from_the_sources():
 
 def test_no_import_cycles():
     assert cycles(import_graph()) == []
+
+
+def layers_contract() -> dict:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    return contract
+
+
+def layer_packages() -> list[str]:
+    """The packages the layers contract names (a line such as "runs.web | runs.protocol"
+    names two)."""
+    return [name.strip() for line in layers_contract()["layers"] for name in line.split("|")]
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Modules folded into the layer package holding them; a module outside every layer (an
+    app's models, admin or apps module) stays a node of its own."""
+    packages = sorted(layer_packages(), key=len, reverse=True)
+
+    def node(module: str) -> str:
+        return next((p for p in packages if module == p or module.startswith(p + ".")), module)
+
+    ignored = {tuple(rule.replace(" ", "").split("->")) for rule in layers_contract().get("ignore_imports", [])}
+    folded: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        kept = [t for t in targets if (module, t) not in ignored and node(t) != node(module)]
+        folded.setdefault(node(module), set()).update(node(t) for t in kept)
+    return folded
+
+
+def test_every_product_package_sits_in_a_layer():
+    graph = package_graph()
+    packages = {p for p in graph if (ROOT / p.replace(".", "/") / "__init__.py").exists()}
+    unplaced = {p for p in packages if p not in layer_packages() and not p.endswith(("migrations", "commands"))}
+    assert unplaced <= {"runs", "approvals", "outbox", "harbor_site", "runs.management", "approvals.management"}
+
+
+def test_no_cycle_between_packages():
+    assert cycles(package_graph()) == []

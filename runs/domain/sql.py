@@ -1,9 +1,8 @@
 """The statements written by hand rather than built by the ORM: each a plain function, on
 Django's own connection and cursor, in the caller's transaction, its values converted by the
 model fields' own (public) conversions. Only the run loop's hottest statements live here: the
-ORM compiles a statement on every call, which cost more than the statement itself (measured
-in `bin/bench`: the ready look 3 ms compiled against 0.2 ms written out; an event's insert
-and its numbering a third of a cycle's CPU)."""
+ORM compiles a statement on every call, which costs more than these statements themselves
+(`bin/bench` shows it)."""
 
 from collections.abc import Sized
 from datetime import datetime
