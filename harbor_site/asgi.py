@@ -25,7 +25,7 @@ from compat import daphne, twisted  # noqa: E402
 from harbor_site.asgi_handler import OneThreadASGIHandler  # noqa: E402
 from harbor_site.request_threads import RequestThreads  # noqa: E402
 from harbor_site.sqlite_wal import keep_wal_open  # noqa: E402
-from runs.domain import events  # noqa: E402
+from runs.domain import push  # noqa: E402
 from runs.protocol.middleware import BodyLimit, body_limit, origin_form, too_large  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
 from runs.web.routing import websocket_urlpatterns  # noqa: E402
@@ -116,7 +116,7 @@ _request_threads = RequestThreads(settings.HARBOR_REQUEST_THREADS)  # every othe
 
 
 async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
-    if events.bind_server_loop(asyncio.get_running_loop()):
+    if push.bind_server_loop(asyncio.get_running_loop()):
         # The first connection tells us the server's loop; the embedded runtime starts then.
         keep_wal_open()  # SQLite: requests closing the last connection would rebuild the log each time
         start_local_runtime()
