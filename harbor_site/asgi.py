@@ -85,9 +85,8 @@ class OriginValidator:
 class SocketSession:
     """The login session of a websocket's cookie, read-only: Channels' SessionMiddleware,
     without its wrapper of `send` (it saves a session changed during an HTTP response,
-    which a socket never sends, and it ran on every frame: a seventh of a fan-out to 2,000
-    sockets). The store loads on first use, off the event loop (the consumer's and
-    AuthMiddleware's database calls)."""
+    which a socket never sends, and it ran on every frame of every fan-out). The store loads
+    on first use, off the event loop (the consumer's and AuthMiddleware's database calls)."""
 
     def __init__(self, app: ASGI3Application) -> None:
         self.app = app
@@ -135,6 +134,6 @@ async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISend
 
 # What startup built (Django, the apps, the routes) lives as long as the process: frozen out
 # of the collector's scans. And the oldest generation is collected a tenth as often: with
-# 2,000 inbox sockets open, a full collection stalled the event loop 0.4-0.6 s every ~8 s.
+# thousands of sockets open, a full collection stalls the event loop every socket shares.
 gc.freeze()
 gc.set_threshold(*gc.get_threshold()[:2], 100)

@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from runs.domain import selectors
-from runs.domain.connection_loss import once_more_if_lost
+from runs.domain.connection_loss import retry_once_if_lost
 from runs.domain.event_types import Envelope
 from runs.identity.callers import Caller, caller_resolve
 from runs.identity.visibility import Viewer, viewer_of
@@ -45,7 +45,7 @@ def _in_pool_thread(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 
     def call(*args: Any, **kwargs: Any) -> T:
         try:
-            return once_more_if_lost(fn, *args, **kwargs)
+            return retry_once_if_lost(fn, *args, **kwargs)
         finally:
             close_old_connections()
 
