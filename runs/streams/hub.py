@@ -12,15 +12,12 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, TypeAlias
+from typing import Protocol, TypeAlias
 
 from channels.layers import BaseChannelLayer
 from django.conf import settings
 
 from runs.domain import pubsub
-
-if TYPE_CHECKING:  # a Tail joins through its Hub: the annotation needs no import at runtime
-    from runs.streams.tail import Tail
 
 log = logging.getLogger("harbor.streams")
 
@@ -41,6 +38,16 @@ def listening_on(layer: BaseChannelLayer) -> Layer:
     return pubsub.subscriber(url) if url else layer
 
 
+class Listener(Protocol):
+    """What a Hub hands its groups' messages to: each stream's Tail (runs.streams.tail)."""
+
+    name: str
+
+    async def deliver(self, message: dict) -> None: ...
+
+    def interrupt(self) -> None: ...
+
+
 class Hub:
     """This process's one channel in the layer and its group memberships, on behalf of
     every stream (`Tail`) of the process: a message names its group (push.push), and
@@ -59,7 +66,7 @@ class Hub:
         # them): they are renewed every REJOIN_SECONDS. Pub/sub needs that only after an outage.
         self.renews = getattr(layer, "memberships_expire", True)
         self.channel = ""
-        self.tails: dict[str, set[Tail]] = {}
+        self.tails: dict[str, set[Listener]] = {}
         self.up = True
         self.reader: asyncio.Task | None = None
         self.inbox: deque[dict] = deque()  # received, not yet handed over (_deliver_all)
@@ -72,7 +79,7 @@ class Hub:
         """Whether pushes received here are still on their way to the streams."""
         return bool(self.inbox) or (self.delivering is not None and not self.delivering.done())
 
-    async def add(self, tail: "Tail", groups: Iterable[str]) -> bool:
+    async def add(self, tail: Listener, groups: Iterable[str]) -> bool:
         """Hand this group's messages to `tail` too; whether the layer has the membership."""
         groups = list(groups)
         if not self.channel:
@@ -84,7 +91,7 @@ class Hub:
             self.reader = asyncio.create_task(self._read())
         return joined
 
-    async def remove(self, tail: "Tail", groups: Iterable[str]) -> None:
+    async def remove(self, tail: Listener, groups: Iterable[str]) -> None:
         for group in groups:
             tails = self.tails.get(group)
             if tails is None:

@@ -24,7 +24,7 @@ from runs.streams.hub import hub_for, listening_on
 from runs.streams.tail import Tail
 from runs.web import consumers
 from runs.web.consumers import EventsConsumer
-from runs.web.sockets import access
+from runs.web.sockets import reads as socket_reads
 from tests.live import free_port
 
 from .test_consumers import HOST, ORIGIN, connect, revoke, start
@@ -165,13 +165,13 @@ async def test_a_socket_behind_the_head_waits_for_the_pushes_its_process_is_stil
 
     monkeypatch.setattr(EventsConsumer, "connect", recorded)
     rechecks: list[int] = []
-    recheck = access.recheck_listeners
+    recheck = socket_reads.recheck_listeners
 
     def counted(reads):
         rechecks.append(len(reads))
         return recheck(reads)
 
-    monkeypatch.setattr(access, "recheck_listeners", counted)
+    monkeypatch.setattr(socket_reads, "recheck_listeners", counted)
     run = await start(people_tx, "alice")
     bob, connected, _ = await connect(user="bob")
     assert connected and await bob.receive_nothing(timeout=0.3)

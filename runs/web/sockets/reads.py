@@ -1,12 +1,17 @@
-"""One batch of the sockets' reads: re-checks of the people listening, and the durable log
-after each socket's cursor, read once per tenant for the sockets near its head."""
+"""One batch of the sockets' reads: re-checks of the people listening (still signed in, still
+members), and the durable log after each socket's cursor, read once per tenant for the
+sockets near its head."""
 
 from dataclasses import dataclass
+
+from django.contrib.auth.models import User
 
 from runs.domain import selectors
 from runs.domain.event_types import Envelope
 from runs.identity.callers import Caller
+from runs.identity.sessions import web_session_for_key
 from runs.identity.visibility import Viewer, viewers_of
+from runs.models import Membership
 from runs.streams import reads as streams
 from runs.web.sockets import access
 
@@ -52,7 +57,7 @@ def read_many(reads: list[Read]) -> list[ReadResult]:
         or read.tenant_id not in heads
         or (read.log and head_of(read) - read.cursor > streams.BATCH)
     ]
-    signed_here, callers = access.recheck_listeners(checked)
+    signed_here, callers = recheck_listeners(checked)
     closed = set(checked) - set(callers)  # may no longer listen
     viewers = {read: read.viewer for read in reads if read.viewer is not None}
     viewers.update(zip(callers, viewers_of(list(callers.values())), strict=True))
@@ -67,6 +72,38 @@ def read_many(reads: list[Read]) -> list[ReadResult]:
             envelopes, cursor = logs.get(read, ([], read.cursor))
             results.append((None, envelopes, cursor, viewers[read], heads.get(read.tenant_id, (0, ""))[0]))
     return results
+
+
+def recheck_listeners(reads: list[Read]) -> tuple[set[str], dict[Read, Caller]]:
+    """The login sessions that still sign their person in, and a Caller for each read whose
+    person may still listen (signed in, an active member of the tenant)."""
+    if not reads:
+        return set(), {}
+    signed = access.signed_in_users({read.session_key for read in reads})
+    memberships = {
+        (m.user_id, m.tenant_id): m
+        for m in Membership.objects.select_related("tenant", "user").filter(
+            user_id__in={read.user_id for read in reads}, tenant_id__in={read.tenant_id for read in reads}
+        )
+    }
+    users = {m.user_id: m.user for m in memberships.values()}
+    missing = {read.user_id for read in reads} - set(users)
+    if missing:  # no membership left: the user is still needed to tell 4401 from 4403
+        users.update((user.pk, user) for user in User.objects.filter(pk__in=missing))
+    sessions_of = {(read.session_key, read.user_id) for read in reads}  # a hash per session, not per socket
+    signed_here = {
+        key for key, user_id in sessions_of if user_id in users and access.still_signed_in(signed[key], users[user_id])
+    }
+    callers: dict[Read, Caller] = {}
+    for read in reads:
+        membership = memberships.get((read.user_id, read.tenant_id))
+        if read.session_key in signed_here and membership is not None and membership.user.is_active:
+            caller = Caller(
+                tenant=membership.tenant, user=membership.user, session=web_session_for_key(read.session_key)
+            )
+            caller.__dict__["role"] = membership.role  # Caller.role, as it would read it
+            callers[read] = caller
+    return signed_here, callers
 
 
 def _logs_after(
