@@ -26,6 +26,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Plan:
+    """A stream as its request asked for it, checked before the stream starts."""
+
     caller: Caller
     tenant_id: int
     tenant_slug: str
@@ -107,6 +109,8 @@ def _current_caller(plan: Plan) -> Caller | None:
 
 
 def frame_event(envelope: Envelope) -> str:
+    """One event as an SSE frame: its type, its sequence as the id (the client's resume
+    cursor), the envelope as data."""
     data = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
     return f"event: {envelope['type']}\nid: {envelope['sequence']}\ndata: {data}\n\n"
 
