@@ -25,7 +25,7 @@ from compat import daphne, twisted  # noqa: E402
 from harbor_site.asgi_handler import OneThreadASGIHandler  # noqa: E402
 from harbor_site.request_threads import RequestThreads  # noqa: E402
 from harbor_site.sqlite_wal import keep_wal_open  # noqa: E402
-from runs.domain import events  # noqa: E402
+from runs.domain import push  # noqa: E402
 from runs.protocol.middleware import BodyLimit, body_limit, origin_form, too_large  # noqa: E402
 from runs.runtime.dispatch import start_local_runtime  # noqa: E402
 from runs.web.routing import websocket_urlpatterns  # noqa: E402
@@ -85,9 +85,8 @@ class OriginValidator:
 class SocketSession:
     """The login session of a websocket's cookie, read-only: Channels' SessionMiddleware,
     without its wrapper of `send` (it saves a session changed during an HTTP response,
-    which a socket never sends, and it ran on every frame: a seventh of a fan-out to 2,000
-    sockets). The store loads on first use, off the event loop (the consumer's and
-    AuthMiddleware's database calls)."""
+    which a socket never sends, and it ran on every frame of every fan-out). The store loads
+    on first use, off the event loop (the consumer's and AuthMiddleware's database calls)."""
 
     def __init__(self, app: ASGI3Application) -> None:
         self.app = app
@@ -116,7 +115,7 @@ _request_threads = RequestThreads(settings.HARBOR_REQUEST_THREADS)  # every othe
 
 
 async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
-    if events.bind_server_loop(asyncio.get_running_loop()):
+    if push.bind_server_loop(asyncio.get_running_loop()):
         # The first connection tells us the server's loop; the embedded runtime starts then.
         keep_wal_open()  # SQLite: requests closing the last connection would rebuild the log each time
         start_local_runtime()
@@ -135,6 +134,6 @@ async def application(scope: Scope, receive: ASGIReceiveCallable, send: ASGISend
 
 # What startup built (Django, the apps, the routes) lives as long as the process: frozen out
 # of the collector's scans. And the oldest generation is collected a tenth as often: with
-# 2,000 inbox sockets open, a full collection stalled the event loop 0.4-0.6 s every ~8 s.
+# thousands of sockets open, a full collection stalls the event loop every socket shares.
 gc.freeze()
 gc.set_threshold(*gc.get_threshold()[:2], 100)

@@ -19,14 +19,14 @@ from compat import twisted
 SECRET_PARAMETER = re.compile(r"([?&](?:state|code)=)[^&#\s]*")
 
 
-def redacted(path: str) -> str:
+def redact_secrets(path: str) -> str:
     return SECRET_PARAMETER.sub(r"\1[redacted]", path)
 
 
 class AccessLog(AccessLogGenerator):
     def __call__(self, protocol: str, action: str, details: dict[str, Any]) -> None:
         if isinstance(details.get("path"), str):
-            details = {**details, "path": redacted(details["path"])}
+            details = {**details, "path": redact_secrets(details["path"])}
         super().__call__(protocol, action, details)
 
 

@@ -4,14 +4,14 @@ delivery finds nothing to claim, or a checkpoint that says the step is done."""
 from celery import shared_task
 from django.db import close_old_connections
 
-from runs.domain.connection_loss import once_more_if_lost
+from runs.domain.connection_loss import retry_once_if_lost
 from runs.runtime import dispatch as runtime
 
 
 @shared_task(name="runs.tasks.dispatch")
 def dispatch() -> int:
     try:
-        return once_more_if_lost(runtime.drain)  # a look lost with its connection: a wake-up lost
+        return retry_once_if_lost(runtime.drain)  # a look lost with its connection: a wake-up lost
     finally:
         close_old_connections()  # back to the process's pool (CELERY_DB_REUSE_MAX keeps the pool)
 
@@ -19,7 +19,7 @@ def dispatch() -> int:
 @shared_task(name="runs.tasks.sweep")
 def sweep() -> None:
     try:
-        once_more_if_lost(runtime.sweep)
+        retry_once_if_lost(runtime.sweep)
     finally:
         close_old_connections()
 

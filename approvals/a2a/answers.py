@@ -23,7 +23,7 @@ def a2a_input(reason: str, value: object, *, signs_in: bool = False) -> object:
     return {"sealed": seal(answer)} if reason == AUTH_REASON else answer
 
 
-def opened(value: object) -> str:
+def unseal_answer(value: object) -> str:
     """The answer as the tool sends it."""
     if isinstance(value, dict) and "sealed" in value:
         return unseal(str(value["sealed"]))

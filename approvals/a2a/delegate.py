@@ -19,7 +19,7 @@ from runs.models import Instruction, Run, SteeringInstruction, SteeringState
 from runs.runtime.tools import Interrupted, ToolContext, ToolPause, TryLater
 
 from . import bridge, limits, slots, wire
-from .answers import opened
+from .answers import unseal_answer
 from .auth_leg import known_oauth_source, sign_in, signed_in_token
 from .cancel import cancel_remote_soon
 from .capped import ResponseTooLarge
@@ -144,7 +144,7 @@ def _answer(run: Run, state: dict, resolution: dict) -> str | None:
         return None
     if resolution.get("input") is None and state.get("source"):
         return signed_in_token(run, state["source"], str(resolution.get("pause")))
-    return opened(resolution.get("input"))
+    return unseal_answer(resolution.get("input"))
 
 
 def _stop_probe(ctx: ToolContext, holding: slots.Held) -> Callable[[], bool]:

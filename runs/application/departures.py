@@ -13,7 +13,7 @@ from django.dispatch import receiver
 from guardian.models import UserObjectPermission
 
 from approvals.models import Pause
-from runs.domain import events
+from runs.domain import push
 from runs.identity.permissions import access_changed
 from runs.models import Membership, Run
 
@@ -42,7 +42,7 @@ def delegations_end(*, tenant_id: int, user_id: int) -> None:
 
 
 def _close_after_commit(user_id: int, tenant_id: int | None = None) -> None:
-    transaction.on_commit(lambda: events.close_streams(user_id=user_id, tenant_id=tenant_id))
+    transaction.on_commit(lambda: push.close_streams(user_id=user_id, tenant_id=tenant_id))
 
 
 @receiver(post_delete, sender=Membership, dispatch_uid="harbor-membership-gone")
@@ -64,4 +64,4 @@ def _account_deleted(sender: type, instance: User, **kwargs: object) -> None:
 
 @receiver(access_changed, dispatch_uid="harbor-access-changed")
 def _access_changed(sender: type, user_id: int, tenant_id: int, **kwargs: object) -> None:
-    events.close_streams(user_id=user_id, tenant_id=tenant_id)
+    push.close_streams(user_id=user_id, tenant_id=tenant_id)

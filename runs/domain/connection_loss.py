@@ -31,7 +31,7 @@ def was_lost(error: BaseException) -> bool:
     return sqlstate is None or sqlstate.startswith("08") or sqlstate in SHUTDOWN
 
 
-def once_more_if_lost(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def retry_once_if_lost(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """`fn`, which may be done twice (a read, a worker's look for work, a guarded claim), again
     on a new connection if its connection was lost."""
     try:

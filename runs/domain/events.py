@@ -18,7 +18,6 @@ from django.utils import timezone
 from runs.domain import push, sql
 from runs.domain.envelopes import SEALED, SIGN_IN_KEYS, TOKEN_KEYS, capabilities, envelope
 from runs.domain.event_types import EventPayload
-from runs.domain.push import bind_server_loop, close_streams, tenant_group, user_group
 from runs.models import Event, Run
 
 if TYPE_CHECKING:  # approvals.models imports runs.models; the annotation needs no import at runtime
@@ -29,13 +28,9 @@ __all__ = [
     "SIGN_IN_KEYS",
     "TOKEN_KEYS",
     "atomic",
-    "bind_server_loop",
     "capabilities",
-    "close_streams",
     "emit",
     "envelope",
-    "tenant_group",
-    "user_group",
 ]
 
 TASK_SPAWNED = "task.spawned"

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
-from runs.domain.connection_loss import once_more_if_lost
+from runs.domain.connection_loss import retry_once_if_lost
 from runs.domain.payload import MAX_KEYS, MAX_REQUEST_BYTES, check_bounds, json_loads
 from runs.identity.callers import Caller
 from runs.kernel.errors import (
@@ -152,7 +152,7 @@ class ProtocolView(APIView):
         if not self.answered_again and lost_connection.lost(exc):
             lost_connection.reconnect()
             try:
-                answer = once_more_if_lost(self.landed)
+                answer = retry_once_if_lost(self.landed)
             except DatabaseError:  # the database is still out of reach: the error is answered
                 return super().handle_exception(exc)
             if answer is not None:

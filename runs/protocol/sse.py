@@ -16,184 +16,27 @@ does the token's expiry, so a stream never outlives the right to read it.
 """
 
 import asyncio
-import json
 import logging
 import time
 import weakref
-from collections import Counter
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator
 
-import jwt
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import close_old_connections
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from runs.domain import events, selectors
-from runs.domain.connection_loss import once_more_if_lost
-from runs.domain.event_types import Envelope
-from runs.identity.callers import Caller, caller_resolve
-from runs.identity.visibility import Viewer, viewer_of
-from runs.kernel.errors import AuthRejected, HarborError, IdentityScopeRequired, InvalidRequest, RateLimited
-from runs.protocol.auth import bearer_token, caller_from_headers
+from runs.domain import push
+from runs.kernel.errors import HarborError
 from runs.protocol.errors import harbor_error_response, method_not_allowed
-from runs.streams.tail import (
-    BATCH,
-    CURSOR_DIGITS,
-    Tail,
-    event_types,
-    is_cursor,
-    listening_on,
-    poll_seconds,
-    push_shown,
-    pushed_envelope,
-    read_after,
-    starting_cursor,
-)
+from runs.protocol.stream_reads import Plan, frame_event, open_plan, read_frames, read_head
+from runs.protocol.stream_slots import RETRY_MS, StreamSlot, take_stream_slot
+from runs.streams.hub import listening_on, poll_seconds
+from runs.streams.reads import BATCH, push_shown, pushed_envelope, starting_cursor
+from runs.streams.tail import Tail
 
-T = TypeVar("T")
 log = logging.getLogger("harbor.sse")
-
-RETRY_MS = 3000
-
-# Streams each person holds open on this process (its one event loop: no lock). Each costs
-# reads and a share of every push: the streams one person may open are bounded, as their
-# websockets are (HARBOR_SSE_MAX_PER_USER).
-_open_by_user: Counter[int] = Counter()
-
-
-class _Slot:
-    """One person's place among their open streams, given back once, whichever way the
-    stream ends (finished, the client gone, or never started and collected)."""
-
-    def __init__(self, user_id: int) -> None:
-        self.user_id: int | None = user_id
-        _open_by_user[user_id] += 1
-
-    def release(self) -> None:
-        if self.user_id is not None:
-            _open_by_user[self.user_id] -= 1
-            if not _open_by_user[self.user_id]:
-                del _open_by_user[self.user_id]
-            self.user_id = None
-
-
-def _take_slot(user_id: int) -> _Slot:
-    limit = int(getattr(settings, "HARBOR_SSE_MAX_PER_USER", 50))
-    if _open_by_user[user_id] >= limit:
-        refused = RateLimited(f"this person already holds {limit} open event streams; close one or retry later")
-        refused.retry_after = RETRY_MS // 1000  # type: ignore[attr-defined]  # read by harbor_error_response
-        raise refused
-    return _Slot(user_id)
-
-
-@dataclass(frozen=True)
-class Plan:
-    caller: Caller
-    tenant_id: int
-    tenant_slug: str
-    run_id: str | None
-    types: frozenset[str] | None
-    tenant_wide: bool
-    cursor: int | None
-    expires_at: float  # the token's `exp`: the stream ends then
-
-
-def _in_pool_thread(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
-    """Run a blocking DB read off the event loop, on a pool thread (never a dedicated one),
-    again on a new connection if its own was lost (runs.domain.connection_loss), and hand
-    that thread's connections back afterwards (PostgreSQL's to the pool): an idle stream
-    holds none. The pool's few threads keep their SQLite connections for
-    CONN_MAX_AGE, as requests' threads do: opening one costs more than a read."""
-
-    def call(*args: Any, **kwargs: Any) -> T:
-        try:
-            return once_more_if_lost(fn, *args, **kwargs)
-        finally:
-            close_old_connections()
-
-    return sync_to_async(call, thread_sensitive=False)
-
-
-def _open(meta: dict, query: dict) -> Plan:
-    """Authenticate and validate before the stream starts, so failures are plain JSON errors."""
-    caller = caller_from_headers(meta)
-    tenant_wide = query.get("admin", "") in ("1", "true")
-    if tenant_wide and not caller.is_admin:
-        raise IdentityScopeRequired("?admin=1 streams the whole tenant and needs the admin scope")
-    # A run the caller cannot see yields an empty stream, as in Harbor: the read filters it.
-    run_id = meta.get("HTTP_X_HARBOR_RUN") or None
-    try:
-        types = event_types(meta.get("HTTP_X_HARBOR_EVENT_TYPE", ""))
-    except InvalidRequest as error:
-        raise InvalidRequest(f"X-Harbor-Event-Type: {error}") from None
-    raw_cursor = (meta.get("HTTP_LAST_EVENT_ID") or "").strip()
-    cursor = None
-    if raw_cursor:
-        if not is_cursor(raw_cursor):
-            raise InvalidRequest(
-                f"Last-Event-ID must be an event sequence (a non-negative integer of up to {CURSOR_DIGITS} digits)"
-            )
-        cursor = int(raw_cursor)
-    # Verified just now by caller_from_headers: only its expiry is read here.
-    token = bearer_token(meta.get("HTTP_AUTHORIZATION", "")) or ""
-    claims = jwt.decode(token, options={"verify_signature": False})
-    if claims["exp"] <= time.time():  # within the clock leeway: a stream would end at once
-        raise AuthRejected("the token has expired")
-    return Plan(
-        caller=caller,
-        tenant_id=caller.tenant.pk,
-        tenant_slug=caller.tenant.slug,
-        run_id=run_id,
-        types=types,
-        tenant_wide=tenant_wide,
-        cursor=cursor,
-        expires_at=float(claims["exp"]),
-    )
-
-
-def _current_caller(plan: Plan) -> Caller | None:
-    """The stream's caller as of now, or None once it may no longer read this stream."""
-    opened = plan.caller
-    try:
-        caller = caller_resolve(
-            tenant=opened.tenant.slug,
-            user=opened.user.username,
-            session=opened.session,
-            scopes=opened.scopes,
-            address=opened.address,
-            provision=False,
-        )
-    except HarborError:
-        return None
-    return None if plan.tenant_wide and not caller.is_admin else caller
-
-
-def _frame(envelope: Envelope) -> str:
-    data = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
-    return f"event: {envelope['type']}\nid: {envelope['sequence']}\ndata: {data}\n\n"
-
-
-def _read(plan: Plan, cursor: int) -> tuple[list[str], int, Viewer] | None:
-    """The next frames after `cursor`, the new cursor, and the caller's Viewer as of now (what
-    the pushes until the next read are delivered by); None once the caller was revoked."""
-    caller = _current_caller(plan)
-    if caller is None:
-        return None
-    envelopes, cursor = read_after(
-        caller=caller, cursor=cursor, run_id=plan.run_id, types=plan.types, tenant_wide=plan.tenant_wide
-    )
-    return [_frame(envelope) for envelope in envelopes], cursor, viewer_of(caller, tenant_wide=plan.tenant_wide)
-
-
-open_plan = _in_pool_thread(_open)
-read_frames = _in_pool_thread(_read)
-read_head = _in_pool_thread(lambda tenant_id: selectors.events_head(tenant_id=tenant_id))
 
 
 class _SharedHeads:
@@ -229,7 +72,7 @@ def _error(error: HarborError) -> JsonResponse:
     return response
 
 
-async def _frames(plan: Plan, tail: Tail, cursor: int, slot: _Slot | None = None) -> AsyncGenerator[str, None]:
+async def _frames(plan: Plan, tail: Tail, cursor: int, slot: StreamSlot | None = None) -> AsyncGenerator[str, None]:
     """Read the log after the cursor (re-checking the caller), then wait. A push that follows
     the cursor is delivered from the message itself, under the Viewer of the last read, for
     a keepalive interval after that read, unless it carries a resume token for this caller;
@@ -274,7 +117,7 @@ async def _frames(plan: Plan, tail: Tail, cursor: int, slot: _Slot | None = None
                         break  # a resume token is sent only after a re-check at send time: read
                     for item, with_token in shown:
                         if with_token is not None:
-                            yield _frame(pushed_envelope(item, tenant_slug=plan.tenant_slug, with_token=False))
+                            yield frame_event(pushed_envelope(item, tenant_slug=plan.tenant_slug, with_token=False))
                     cursor = message["sequence"]
                     continue
                 if message.get("sequence", 0) > cursor and (
@@ -300,7 +143,7 @@ async def events_stream(request: HttpRequest) -> HttpResponseBase:
         return JsonResponse({"code": "runtime_error", "message": "internal error"}, status=500)
 
     try:
-        slot = _take_slot(plan.caller.user.pk)
+        slot = take_stream_slot(plan.caller.user.pk)
     except HarborError as error:
         return _error(error)
     try:
@@ -308,7 +151,7 @@ async def events_stream(request: HttpRequest) -> HttpResponseBase:
         tail = Tail(listening_on(layer), await layer.new_channel("sse."))
         # Join the tenant group (the run's stream is a filter over it) before taking the
         # cursor, so nothing committed in between is missed.
-        await tail.join(events.tenant_group(plan.tenant_id), events.user_group(plan.caller.user.pk))
+        await tail.join(push.tenant_group(plan.tenant_id), push.user_group(plan.caller.user.pk))
         cursor = starting_cursor(plan.cursor, await read_head(plan.tenant_id))
     except BaseException:
         slot.release()

@@ -14,7 +14,7 @@ from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from runs.domain import events, sql
-from runs.domain.connection_loss import once_more_if_lost, was_lost
+from runs.domain.connection_loss import retry_once_if_lost, was_lost
 from runs.domain.event_types import ToolCompleted, ToolFailed, tool_pause_companion
 from runs.domain.transitions import run_fail, save_run
 from runs.kernel.errors import ErrToolContextLost, ErrUnserializable
@@ -193,7 +193,7 @@ def _interrupt_probe(lease: Lease) -> Callable[[], bool]:
         if now - checked_at >= 0.1:
             checked_at = now
             try:
-                cancelled = once_more_if_lost(Run.objects.filter(pk=lease.run_id, hard_cancel=True).exists)
+                cancelled = retry_once_if_lost(Run.objects.filter(pk=lease.run_id, hard_cancel=True).exists)
             except (OperationalError, InterfaceError) as error:  # the tool goes on; asked again next time
                 log.warning("run %s: the check for a hard cancel failed (%s)", lease.run_id, error)
         return cancelled

@@ -18,7 +18,7 @@ from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from runs.domain import events, sql
-from runs.domain.connection_loss import once_more_if_lost, was_lost
+from runs.domain.connection_loss import retry_once_if_lost, was_lost
 from runs.domain.transitions import save_run
 from runs.models import Run, RunStatus
 
@@ -39,7 +39,7 @@ def lease_length() -> timedelta:
     return timedelta(seconds=settings.HARBOR_LEASE_SECONDS)
 
 
-def locked(run_id: str) -> Run:
+def lock_run(run_id: str) -> Run:
     """The run under its row lock (Run.objects.locked)."""
     return Run.objects.locked().get(pk=run_id)
 
@@ -95,7 +95,7 @@ class Lease:
         for tries_left in range(LOST_CONNECTION_RETRIES, -1, -1):
             try:
                 with events.atomic():
-                    run = locked(self.run_id)
+                    run = lock_run(self.run_id)
                     if tries_left < LOST_CONNECTION_RETRIES and landed is not None:
                         found = landed(run)
                         if found is not None:
@@ -126,7 +126,7 @@ class Lease:
         """Raise unless this worker still holds the run (a live database check, made once
         more on a new connection if its own was lost)."""
         held = Run.objects.filter(pk=self.run_id, lease_owner=self.worker)
-        if self.lost.is_set() or not once_more_if_lost(held.exists):
+        if self.lost.is_set() or not retry_once_if_lost(held.exists):
             self.lost.set()
             raise LeaseLost(self.run_id)
 
@@ -207,7 +207,7 @@ class _Keeper:
 
     def _renew(self, lease: Lease) -> None:
         try:
-            renewed = once_more_if_lost(lease.renew)  # a renewal may be made twice
+            renewed = retry_once_if_lost(lease.renew)  # a renewal may be made twice
         except Exception as error:  # the database is unreachable: the fence decides later
             log.warning("lease renewal for run %s failed (%s)", lease.run_id, error)
             connection.close()

@@ -27,7 +27,7 @@ from typing import Any
 from django.db import InterfaceError, OperationalError, connection
 
 from runs.domain import events
-from runs.domain.connection_loss import once_more_if_lost
+from runs.domain.connection_loss import retry_once_if_lost
 from runs.domain.event_types import PlannerDecision, TaskStarted, ToolInvoked
 from runs.domain.transitions import move, run_complete, run_fail, save_run
 from runs.kernel.errors import ErrToolContextLost
@@ -35,7 +35,7 @@ from runs.kernel.ids import new_ulid
 from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 
 from .execution import Call, execute
-from .lease import READY, Landed, Lease, LeaseLost, locked
+from .lease import READY, Landed, Lease, LeaseLost, lock_run
 from .ledger import lose_dead_attempt, open_attempt
 from .parking import park, park_for_gate, park_for_operator
 from .planner import Decision, Finish, PlannerView, RequestPause, describe
@@ -70,7 +70,7 @@ def advance(run_id: str, worker: str | None = None, *, steps: int | None = None)
     """Take the run if it is claimable, and its steps while no other run waits its turn (at
     most `steps`): how many steps this worker took."""
     lease = Lease(run_id, worker or new_worker_id())
-    if not once_more_if_lost(lease.claim):
+    if not retry_once_if_lost(lease.claim):
         return 0
     taken = 0
     try:
@@ -140,7 +140,7 @@ def _crashed(message: str, run: Run) -> None:
 def _end(lease: Lease, finish: Callable[[Run], object]) -> None:
     """End a run whose step crashed, unless another worker holds it now."""
     with events.atomic():
-        run = locked(lease.run_id)
+        run = lock_run(lease.run_id)
         if not run.is_terminal and run.lease_owner in ("", lease.worker):
             finish(run)
 

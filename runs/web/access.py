@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from runs.domain import events, selectors
+from runs.domain import push, selectors
 from runs.identity.callers import Caller, caller_resolve
 from runs.identity.sessions import web_session_for_key
 from runs.kernel.errors import HarborError
@@ -112,7 +112,7 @@ def _close_on_logout(sender: type, request: HttpRequest, user: User | None, **kw
     """A logout closes the websockets of that login session (named as the pages name it)."""
     session_key = getattr(getattr(request, "session", None), "session_key", None)
     if user is not None and session_key:
-        events.close_streams(user_id=user.pk, session_key=web_session_for_key(session_key))
+        push.close_streams(user_id=user.pk, session_key=web_session_for_key(session_key))
 
 
 @receiver(post_save, sender=User, dispatch_uid="harbor-recheck-streams-on-password-change")
@@ -122,4 +122,4 @@ def _recheck_on_password_change(sender: type, instance: User, **kwargs: object) 
     periodic re-check, and close; the session that changed it stays signed in."""
     if getattr(instance, "_password", None) is not None:  # set_password, saved now (AbstractBaseUser.save)
         user_id = instance.pk
-        transaction.on_commit(lambda: events.close_streams(user_id=user_id))
+        transaction.on_commit(lambda: push.close_streams(user_id=user_id))

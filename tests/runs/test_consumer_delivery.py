@@ -20,9 +20,11 @@ from runs.domain import events, pubsub
 from runs.domain import push as live_push
 from runs.domain.event_types import MessageReceived
 from runs.models import Event
-from runs.streams.tail import Tail, hub_for, listening_on
+from runs.streams.hub import hub_for, listening_on
+from runs.streams.tail import Tail
 from runs.web import consumers
 from runs.web.consumers import EventsConsumer
+from runs.web.sockets import reads as socket_reads
 from tests.live import free_port
 
 from .test_consumers import HOST, ORIGIN, connect, revoke, start
@@ -163,13 +165,13 @@ async def test_a_socket_behind_the_head_waits_for_the_pushes_its_process_is_stil
 
     monkeypatch.setattr(EventsConsumer, "connect", recorded)
     rechecks: list[int] = []
-    recheck = consumers._recheck
+    recheck = socket_reads.recheck_listeners
 
     def counted(reads):
         rechecks.append(len(reads))
         return recheck(reads)
 
-    monkeypatch.setattr(consumers, "_recheck", counted)
+    monkeypatch.setattr(socket_reads, "recheck_listeners", counted)
     run = await start(people_tx, "alice")
     bob, connected, _ = await connect(user="bob")
     assert connected and await bob.receive_nothing(timeout=0.3)
@@ -183,7 +185,7 @@ async def test_a_socket_behind_the_head_waits_for_the_pushes_its_process_is_stil
         await held.wait()
 
     slow_tail = Tail(listening_on(get_channel_layer()), "slow", handler=slow)
-    await slow_tail.join(events.tenant_group(socket.tenant_id))
+    await slow_tail.join(live_push.tenant_group(socket.tenant_id))
     before = await logged()
     await emit(run, 2)
     burst = (await logged())[len(before) :]
@@ -200,7 +202,7 @@ async def test_a_socket_behind_the_head_waits_for_the_pushes_its_process_is_stil
     monkeypatch.setattr(live_push, "push", lambda tenant_id, published: None)
     await emit(run)
     last = (await logged())[-1]
-    group = events.tenant_group(socket.tenant_id)
+    group = live_push.tenant_group(socket.tenant_id)
     await nudge(group, {"type": "harbor.event", "group": group, "sequence": 0})
     await asyncio.sleep(0.05)
     assert hub.handing_over
@@ -238,7 +240,7 @@ async def test_logout_closes_that_sessions_socket_at_once(people_tx, settings):
 async def test_a_logout_whose_close_message_is_lost_still_closes_the_socket(people_tx, settings, monkeypatch):
     """The periodic re-check is the backstop (say the channel layer was down at logout)."""
     settings.HARBOR_WS_RECHECK_SECONDS = 0.2
-    monkeypatch.setattr(events, "close_streams", lambda **kwargs: None)
+    monkeypatch.setattr(live_push, "close_streams", lambda **kwargs: None)
     client, mine = await signed_in_socket("bob")
     assert await mine.receive_nothing(timeout=0.5)
     await database_sync_to_async(client.logout)()

@@ -8,7 +8,8 @@ import shutil
 import pytest
 from django.conf import settings
 
-from runs.streams.tail import Hub, Tail, hub_for
+from runs.streams.hub import Hub, hub_for
+from runs.streams.tail import Tail
 from tests.runs.api.test_sse import _in_own_loop
 from tests.runs.test_consumer_delivery import Redis
 

@@ -20,9 +20,11 @@ from runs.domain import push as live_push
 from runs.identity.permissions import delegate
 from runs.identity.visibility import viewer_of, viewers_of
 from runs.runtime.dispatch import drain
-from runs.streams import tail as streams
-from runs.streams.tail import Tail, hub_for
-from runs.web import consumers
+from runs.streams import reads as streams
+from runs.streams.hub import hub_for
+from runs.streams.tail import Tail
+from runs.web.sockets import access, scheduler
+from runs.web.sockets import reads as socket_reads
 
 from .test_consumer_delivery import emit, logged, receive_until
 from .test_consumers import connect, start
@@ -152,7 +154,7 @@ async def test_the_sockets_of_a_tenant_share_one_membership_and_each_receive_the
         assert connected
         sockets.append(communicator)
     if isinstance(layer, InMemoryChannelLayer):
-        assert len(layer.groups[events.tenant_group(people_tx.acme.pk)]) == 1
+        assert len(layer.groups[live_push.tenant_group(people_tx.acme.pk)]) == 1
     await emit(run)
     last = (await logged())[-1]
     for communicator in sockets:
@@ -161,14 +163,14 @@ async def test_the_sockets_of_a_tenant_share_one_membership_and_each_receive_the
 
 
 @database_sync_to_async
-def reads_for(people, users: list[str]) -> list[consumers.Read]:
+def reads_for(people, users: list[str]) -> list[socket_reads.Read]:
     reads = []
     for user in users:
         client = Client()
         caller = people.caller(user)
         client.force_login(caller.user)
         reads.append(
-            consumers.Read(
+            socket_reads.Read(
                 caller.user.pk, people.acme.pk, client.cookies[settings.SESSION_COOKIE_NAME].value, None, 0, log=False
             )
         )
@@ -176,9 +178,9 @@ def reads_for(people, users: list[str]) -> list[consumers.Read]:
 
 
 @database_sync_to_async
-def queries_of(reads: list[consumers.Read]) -> tuple[int, list]:
+def queries_of(reads: list[socket_reads.Read]) -> tuple[int, list]:
     with CaptureQueriesContext(connection) as queries:
-        results = consumers._read_many(reads)
+        results = socket_reads.read_many(reads)
     return len(queries.captured_queries), results
 
 
@@ -195,10 +197,10 @@ async def test_a_batched_recheck_closes_only_the_socket_that_may_no_longer_liste
     reads = await reads_for(people_tx, ["bob", "olivia"])
     await database_sync_to_async(lambda: people_tx.acme.memberships.filter(user__username="olivia").delete())()
     _, results = await queries_of(reads)
-    assert [close for close, *_ in results] == [None, consumers.CLOSE_FORBIDDEN]
-    signed_out = consumers.Read(reads[0].user_id, people_tx.acme.pk, "no-such-session", None, 0, log=False)
+    assert [close for close, *_ in results] == [None, access.CLOSE_FORBIDDEN]
+    signed_out = socket_reads.Read(reads[0].user_id, people_tx.acme.pk, "no-such-session", None, 0, log=False)
     _, results = await queries_of([signed_out, reads[0]])
-    assert [close for close, *_ in results] == [consumers.CLOSE_UNAUTHENTICATED, None]
+    assert [close for close, *_ in results] == [access.CLOSE_UNAUTHENTICATED, None]
 
 
 @database_sync_to_async
@@ -316,22 +318,22 @@ async def test_a_crowd_replaying_one_tenants_log_takes_a_few_pages_per_batch(peo
     run = await start(people_tx, "alice")
     await emit(run, streams.BATCH + 50)
     await start(people_tx, "gina")
-    batches: list[list[consumers.Read]] = []
+    batches: list[list[socket_reads.Read]] = []
 
-    def recording(reads: list[consumers.Read]) -> list:
+    def recording(reads: list[socket_reads.Read]) -> list:
         batches.append(list(reads))
         return read_many(reads)
 
-    read_many = consumers._read_many
-    monkeypatch.setattr(consumers, "_read_many", recording)
-    per_batch = consumers._Reads.REPLAYS_PER_TENANT
+    read_many = socket_reads.read_many
+    monkeypatch.setattr(socket_reads, "read_many", recording)
+    per_batch = scheduler.ReadScheduler.REPLAYS_PER_TENANT
     (olivia,) = await reads_for(people_tx, ["olivia"])  # an operator: she sees the whole log
     crowd = [dataclasses.replace(olivia, log=True) for _ in range(3 * per_batch)]
     (gina,) = await reads_for(people_tx, ["gina"])
     globex = people_tx.globex.pk
     head = await database_sync_to_async(selectors.events_head)(tenant_id=globex)
     near = dataclasses.replace(gina, tenant_id=globex, log=True, cursor=head - 1)
-    reads = consumers._Reads()
+    reads = scheduler.ReadScheduler()
     reads.saw_head(people_tx.acme.pk, (await logged())[-1])  # as each socket's connect does
     results = await asyncio.gather(*(reads.read(read) for read in [*crowd, near]))
     assert [sum(read in crowd for read in batch) for batch in batches] == [per_batch] * 3

@@ -39,7 +39,7 @@ def own_redis(settings) -> Iterator[str]:
 def test_a_commit_publishes_its_events_once_after_it_commits(people_tx, own_redis):
     run, _ = run_start(caller=people_tx.caller("alice"), query="count to 3", agent_id="countdown")  # not drained
     listener = redis.Redis.from_url(own_redis).pubsub(ignore_subscribe_messages=True)
-    listener.subscribe(f"harbor.live.0.{events.tenant_group(run.tenant_id)}")
+    listener.subscribe(f"harbor.live.0.{live_push.tenant_group(run.tenant_id)}")
     listener.get_message(timeout=1)  # the subscription's confirmation
     with events.atomic():  # the events of one transaction go in one push
         for _ in range(3):

@@ -11,8 +11,8 @@ from runs.domain import selectors
 from runs.domain.tokens import token_unseal
 from runs.identity.visibility import viewer_of
 from runs.runtime.dispatch import drain
-from runs.streams import tail as streams
-from runs.web import consumers
+from runs.streams import reads as streams
+from runs.web.sockets import reads as socket_reads
 
 from .test_consumers import connect, start
 
@@ -44,13 +44,13 @@ async def test_a_pause_reaches_each_socket_from_the_push_with_the_token_only_for
     for communicator in sockets.values():
         assert await frames_until_quiet(communicator, 0.5) == []  # the first read of the log is done
     reads = []
-    original = consumers._read_many
+    original = socket_reads.read_many
 
     def counted(batch):
         reads.extend(batch)
         return original(batch)
 
-    monkeypatch.setattr(consumers, "_read_many", counted)
+    monkeypatch.setattr(socket_reads, "read_many", counted)
 
     run_id, token = await park(people_tx)
 

@@ -9,7 +9,7 @@ from runs.application import run_start
 from runs.domain import events, push
 from runs.domain.transitions import save_run
 from runs.models import Event, Run, Tenant
-from runs.runtime.lease import locked
+from runs.runtime.lease import lock_run
 from runs.runtime.steering import narrate_control
 
 pytestmark = pytest.mark.django_db(transaction=True)  # events.atomic() is durable: never inside a test's transaction
@@ -28,7 +28,7 @@ def test_an_event_in_a_rolled_back_savepoint_is_lost_alone_and_the_others_commit
         push, "push", lambda tenant, written: pushed.extend((e.payload["Outcome"], e.sequence) for e, _ in written)
     )
     with events.atomic():
-        locked_run = locked(run.pk)
+        locked_run = lock_run(run.pk)
         narrate_control(locked_run, events.CONTROL_RECEIVED, "pause", "before")
         with pytest.raises(RolledBack), transaction.atomic():
             narrate_control(locked_run, events.CONTROL_RECEIVED, "pause", "rolled back")

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from approvals.models import Pause
-from runs.domain.connection_loss import once_more_if_lost
+from runs.domain.connection_loss import retry_once_if_lost
 from runs.models import Event, Run
 from runs.protocol.lost_connection import MESSAGE
 from runs.runtime.dispatch import drain
@@ -70,7 +70,7 @@ def test_a_connection_dropped_twice_is_answered_runtime_error_with_retry_after(a
 def test_a_stream_read_whose_connection_was_dropped_is_read_again(people_tx):
     drop = Drop("SELECT 1")
     with connection.execute_wrapper(drop):
-        assert once_more_if_lost(lambda: connection.cursor().execute("SELECT 1").fetchone()) == (1,)
+        assert retry_once_if_lost(lambda: connection.cursor().execute("SELECT 1").fetchone()) == (1,)
     assert drop.dropped == 1
 
 

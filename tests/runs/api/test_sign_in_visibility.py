@@ -19,7 +19,7 @@ from runs.runtime.dispatch import drain
 from runs.runtime.planner import CallTool, Finish
 from runs.runtime.registry import Agent, register_agent, unregister_agent
 from runs.runtime.tools import Tool, ToolPause
-from runs.streams.tail import pushed_envelope, read_after
+from runs.streams.reads import pushed_envelope, read_after
 
 STATE = "hrbs_" + "s" * 43
 URL = f"https://provider.test/authorize?state={STATE}"

@@ -522,15 +522,15 @@ def test_a_tenant_wide_stream_is_read_only_by_a_current_admin(people):
 
     from runs.identity.permissions import membership_grant, membership_revoke
     from runs.models import Role
-    from runs.protocol import sse
+    from runs.protocol import stream_reads
 
     User = get_user_model()
-    ada = sse._open({"HTTP_AUTHORIZATION": f"Bearer {mint('ada')}"}, {"admin": "1"})
-    scoped = sse._open({"HTTP_AUTHORIZATION": f"Bearer {mint('olivia', scopes=['admin'])}"}, {"admin": "1"})
-    assert sse._read(ada, 0) is not None and sse._read(scoped, 0) is not None
+    ada = stream_reads._open({"HTTP_AUTHORIZATION": f"Bearer {mint('ada')}"}, {"admin": "1"})
+    scoped = stream_reads._open({"HTTP_AUTHORIZATION": f"Bearer {mint('olivia', scopes=['admin'])}"}, {"admin": "1"})
+    assert stream_reads._read(ada, 0) is not None and stream_reads._read(scoped, 0) is not None
     membership_grant(tenant=people.acme, user=User.objects.get(username="ada"), role=Role.MEMBER)
     membership_revoke(tenant=people.acme, user=User.objects.get(username="olivia"))
-    assert sse._read(ada, 0) is None and sse._read(scoped, 0) is None
+    assert stream_reads._read(ada, 0) is None and stream_reads._read(scoped, 0) is None
 
 
 def test_one_person_holds_a_bounded_number_of_streams(live_harbor):
