@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from runs.domain.payload import MAX_STRING
+from runs.domain.payload import MAX_STRING, check_bounds
 from runs.domain.strict_fields import ObjectField, StrictBooleanField, StrictCharField, StrictIntegerField, TextField
 from runs.kernel.errors import HarborError, InvalidRequest, PayloadInvalid
 
@@ -128,9 +128,10 @@ class PrioritizePayload(InstructionPayload):
 
 
 def payload_clean(schema: type[InstructionPayload], payload: object) -> dict[str, Any]:
-    """`payload` checked against its instruction's schema: the fields it uses (a field sent
-    as null is left out; a free-form payload is kept whole), or PayloadInvalid naming each
-    field's error."""
+    """`payload` checked against the bounds of PROTOCOL §3, then its instruction's schema: the
+    fields it uses (a field sent as null is left out; a free-form payload is kept whole), or
+    PayloadInvalid naming each field's error."""
+    check_bounds(payload)
     serializer = schema(data=payload)
     if not serializer.is_valid():
         raise PayloadInvalid(errors_text(serializer.errors))
