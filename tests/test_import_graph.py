@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("harbor_site", "runs", "approvals", "outbox")
+PACKAGES = ("harbor_site", "runs", "approvals", "notifications", "outbox")
 
 
 def module_name(path: Path) -> str:

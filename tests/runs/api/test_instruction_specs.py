@@ -70,8 +70,9 @@ def _schema_of(payload: type[InstructionPayload]) -> dict | None:
     """The spec's payload schema as drf-spectacular renders it, the components it names resolved."""
     auto = AutoSchema()
     auto.registry, auto.method, auto.path = ComponentRegistry(), "POST", "/"
-    auto.view = APIView()
-    auto.view.request, auto.view.format_kwarg = None, None
+    view = APIView()
+    view.request, view.format_kwarg = None, None  # type: ignore[assignment]  # no request: a schema only
+    auto.view = view
     schema = auto._map_serializer_field(payload(), "request")
     components = {component.name: component.schema for component in auto.registry._components.values()}
     return _resolved(schema, components)
@@ -88,6 +89,7 @@ def test_the_openapi_documents_payload_is_the_specs(api, name):
     components = document["components"]["schemas"]
     body = document["paths"][f"/v1/control/{name}"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     request = _resolved(body, components)
+    assert request is not None
     spec = instructions.spec_for(name)
     documented = _resolved(request["properties"].get("payload"), components)
     assert documented == _schema_of(spec.payload)  # pause: no payload, in both
@@ -97,7 +99,7 @@ def test_the_openapi_documents_payload_is_the_specs(api, name):
 
 # One invalid payload per instruction, as the wire sends it and as a page's form posts it. A
 # page posts a decision's reason as text, so its breach is the bounds' (checked first).
-INVALID = {
+INVALID: dict[str, tuple[dict, dict]] = {
     "cancel": ({"hard": "yes"}, {"hard": "yes"}),
     "resume": ({"reason": "x" * 4097}, {"reason": "x" * 4097}),
     "approve": ({"reason": "x" * 4097}, {"reason": "x" * 4097}),
