@@ -52,9 +52,10 @@ def steering_submit(
     instruction_id: str | None = None,
 ) -> SteeringReceipt:
     """Submit one of the nine steering instructions, as its spec says (runs.domain.instructions):
-    decisions and prioritize apply at once; the rest wait for the run's next step boundary
-    (or apply at once to a parked or queued run where that is their whole effect, such as cancel). A decision from a page names its
-    pause by `pause_id`; a program's names it by the token in its payload. `instruction_id`:
+    decisions and prioritize apply at once; the rest wait for the run's next step boundary (or
+    apply at once to a parked or queued run where that is their whole effect, such as cancel).
+    A decision from a page names its pause by `pause_id`; a program's names it by the token in
+    its payload. `instruction_id`:
     the id its audit row gets (a request chooses it once: after a lost connection it looks
     for it, `steering_landed`)."""
     spec = instructions.spec_for(method)
