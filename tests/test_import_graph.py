@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("harbor_site", "runs", "approvals", "outbox", "compat")
+PACKAGES = ("harbor_site", "runs", "approvals", "notifications", "outbox", "compat")
 
 
 def module_name(path: Path) -> str:

@@ -12,6 +12,7 @@ from approvals.a2a.answers import a2a_input
 from approvals.a2a.cancel import cancel_remote_on_commit
 from approvals.domain import refusals
 from approvals.models import Cause, Decision, Pause, PauseState
+from notifications import Notice, NoticeKind, notify
 from runs.domain import events
 from runs.domain.event_types import (
     CompanionPayload,
@@ -91,6 +92,7 @@ def pause_park(
             PauseToken=token,
         ),
     )
+    notify(Notice.about(NoticeKind.PAUSE_REQUESTED, pause, summary or f"{cause} pause on {run.agent_id} run"))
     return pause, token
 
 

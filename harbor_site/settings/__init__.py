@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "approvals.oauth",  # a pause cause as a plug-in: tool-side OAuth sign-ins
     "approvals.a2a",  # a pause cause as a plug-in: remote A2A agents
     "outbox",
+    "notifications",  # a pause told on the channels a deployment turns on (none yet)
 ]
 
 MIDDLEWARE = [

@@ -4,8 +4,8 @@ from django.db import IntegrityError
 
 from runs.domain import events
 from runs.domain.event_types import TaskSpawned
+from runs.domain.instruction_payloads import priority_check
 from runs.domain.payload import MAX_STRING
-from runs.domain.steering_payloads import priority_check
 from runs.identity.callers import Caller
 from runs.identity.scopes import can_view_run
 from runs.kernel.errors import (

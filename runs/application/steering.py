@@ -10,15 +10,14 @@ from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from approvals.domain import refusals
-from approvals.domain.services import parked_by_operator, pause_decide, pause_decision_refused, pause_targeted
-from runs.domain import events
+from approvals.domain.services import pause_decision_refused, pause_targeted
+from runs.domain import events, instructions
 from runs.domain.connection_loss import was_lost
-from runs.domain.event_types import TaskPrioritised
+from runs.domain.instruction_payloads import payload_clean
+from runs.domain.instructions import InstructionSpec, Submission
 from runs.domain.payload import check_bounds
-from runs.domain.steering_payloads import steering_payload_clean
-from runs.domain.transitions import save_run
 from runs.identity.callers import Caller
-from runs.identity.scopes import MINIMUM_SCOPE, SCOPE_NAMES, caller_scope, can_view_run
+from runs.identity.scopes import SCOPE_NAMES, caller_scope, can_view_run
 from runs.identity.visibility import may_decide_pause
 from runs.kernel.errors import (
     HarborError,
@@ -26,24 +25,13 @@ from runs.kernel.errors import (
     InvalidRequest,
     NotFound,
     ScopeMismatch,
-    UnknownMethod,
 )
 from runs.kernel.ids import new_ulid
-from runs.models import (
-    DECISION_INSTRUCTIONS,
-    Instruction,
-    Run,
-    RunStatus,
-    SteeringInstruction,
-    SteeringState,
-)
-from runs.runtime.steering import lock_cascade, narrate_control, run_cancel_now
+from runs.models import Run, SteeringInstruction, SteeringState
+from runs.runtime.steering import narrate_control
 from runs.runtime.wake import wake_on_commit
 
 log = logging.getLogger("harbor.runs")
-
-# Applied inside the request; the others wait for the run's next step boundary.
-IMMEDIATE = frozenset({*DECISION_INSTRUCTIONS, Instruction.PRIORITIZE})
 
 
 @dataclass(frozen=True)
@@ -63,14 +51,14 @@ def steering_submit(
     pause_id: str | None = None,
     instruction_id: str | None = None,
 ) -> SteeringReceipt:
-    """Submit one of the nine steering instructions. Decisions and prioritize apply at once;
-    the rest wait for the run's next step boundary (or apply at once to a parked or queued
-    run where that is their whole effect, such as cancel). A decision from a page names its
-    pause by `pause_id`; a program's names it by the token in its payload. `instruction_id`:
+    """Submit one of the nine steering instructions, as its spec says (runs.domain.instructions):
+    decisions and prioritize apply at once; the rest wait for the run's next step boundary (or
+    apply at once to a parked or queued run where that is their whole effect, such as cancel).
+    A decision from a page names its pause by `pause_id`; a program's names it by the token in
+    its payload. `instruction_id`:
     the id its audit row gets (a request chooses it once: after a lost connection it looks
     for it, `steering_landed`)."""
-    if method not in Instruction.values:
-        raise UnknownMethod(f"unknown steering method {method!r}; the nine are {', '.join(Instruction.values)}")
+    spec = instructions.spec_for(method)
     payload = {} if payload is None else payload
     check_bounds(payload)
     if not isinstance(payload, dict):
@@ -79,7 +67,7 @@ def steering_submit(
         raise InvalidRequest("event_id must be a string of 1 to 200 characters")
     if requested_scope is not None and requested_scope not in SCOPE_NAMES:
         raise InvalidRequest(f"scope must be one of {', '.join(SCOPE_NAMES)}")
-    clean = steering_payload_clean(method, payload)
+    clean = payload_clean(spec.payload, payload)
 
     with refusals.collecting():
         try:
@@ -87,7 +75,7 @@ def steering_submit(
                 return _submit_locked(
                     caller=caller,
                     run_id=run_id,
-                    method=method,
+                    spec=spec,
                     payload=clean,
                     event_id=event_id,
                     requested_scope=requested_scope,
@@ -117,14 +105,15 @@ def _submit_locked(
     *,
     caller: Caller,
     run_id: str,
-    method: str,
+    spec: InstructionSpec,
     payload: dict[str, Any],
     event_id: str | None,
     requested_scope: str | None,
     pause_id: str | None,
     instruction_id: str,
 ) -> SteeringReceipt:
-    refused = partial(_refused, caller=caller, method=method, token=payload.get("token"), pause_id=pause_id)
+    method = spec.name
+    refused = partial(_refused, caller=caller, spec=spec, token=payload.get("token"), pause_id=pause_id)
     run = _locked_run(caller, run_id) if isinstance(run_id, str) else None
     if run is None or not can_view_run(caller, run):
         raise refused(NotFound("no such run"))
@@ -133,11 +122,11 @@ def _submit_locked(
     # A decision's pause, locked once: whoever may decide it (its pausing session, a role its
     # cause names, a delegate) reaches the decision rule, which re-checks everything.
     target = None
-    if method in DECISION_INSTRUCTIONS:
+    if spec.decides_pause:
         target = pause_targeted(run=run, token=payload.get("token"), pause_id=pause_id)
     may_decide = target is not None and may_decide_pause(caller, target)
-    if not may_decide and caller_scope(caller, run) < MINIMUM_SCOPE[method]:
-        raise refused(ScopeMismatch(f"{method} needs the {MINIMUM_SCOPE[method].name.lower()} scope"))
+    if not may_decide and caller_scope(caller, run) < spec.scope:
+        raise refused(ScopeMismatch(f"{method} needs the {spec.scope.name.lower()} scope"))
     # A replayed event_id is answered only to a caller allowed the method: the receipt
     # names the earlier instruction, which is not everyone's to learn. The same id on
     # another control is refused, not taken for the earlier one (a cancel silently dropped).
@@ -149,47 +138,27 @@ def _submit_locked(
                     f"event_id {event_id!r} was used on this run for another control ({earlier.instruction})"
                 )
             return SteeringReceipt(earlier, replayed=True)
-    if run.is_terminal and method not in DECISION_INSTRUCTIONS:
+    if run.is_terminal and not spec.decides_pause:
         raise NotFound(f"the run is {run.status}")
-    if method == Instruction.CANCEL:
-        lock_cascade(run)
+    if spec.lock_first is not None:
+        spec.lock_first(run)
 
     narrate_control(run, events.CONTROL_RECEIVED, method, "received")
-    cancel_now = method == Instruction.CANCEL and run.status != RunStatus.RUNNING
-    if method in DECISION_INSTRUCTIONS:
-        decided = pause_decide(
-            caller=caller,
-            run=run,
-            method=method,
-            token=payload.get("token"),
-            pause_id=pause_id,
-            reason=payload.get("reason", ""),
-            args=payload.get("args"),
-            input=payload.get("input"),
-            target=target,
-        )
-        if _sealed(decided.decision_input):  # a credential: its audit keeps it sealed too
-            payload = {**payload, "input": events.SEALED}
-    elif method == Instruction.PRIORITIZE:
-        _apply_prioritize(run, payload["priority"])
-    elif method == Instruction.PAUSE and run.status == RunStatus.PAUSED and parked_by_operator(run):
-        pass  # an operator's pause holds it already: applied as it stands
-    elif not cancel_now:  # the rest waits for the run's next step boundary (a parked run's: after it resumes)
+    submission = Submission(caller=caller, run=run, payload=payload, pause_id=pause_id, target=target)
+    applied = spec.apply_now(submission) if spec.apply_now is not None else None
+    if applied is None:  # the rest waits for the run's next step boundary (a parked run's: after it resumes)
         fields: dict[str, object] = {"steering_pending": True}
-        if method == Instruction.CANCEL and payload.get("hard"):
-            fields["hard_cancel"] = True
         if run.queued_at > timezone.now():  # a step put off (a full bound) is taken now, to apply it
             fields["queued_at"] = timezone.now()
             wake_on_commit()
         Run.objects.filter(pk=run.pk).update(**fields)
         return SteeringReceipt(_instruction(caller, run, instruction_id, method, payload, event_id), replayed=False)
     # Applied at once: the audit row is written settled.
-    instruction = _instruction(caller, run, instruction_id, method, payload, event_id, applied=True)
+    audited = payload if applied.audited is None else applied.audited
+    instruction = _instruction(caller, run, instruction_id, method, audited, event_id, applied=True)
     narrate_control(run, events.CONTROL_APPLIED, method, SteeringState.APPLIED)
-    if cancel_now:
-        run_cancel_now(run, reason=f"cancelled by {caller.user.username}", cascaded=False)
-    elif method in DECISION_INSTRUCTIONS and run.status == RunStatus.RUNNING:
-        wake_on_commit()  # the decided run goes on: a worker takes its next step
+    if applied.then is not None:
+        applied.then()
     return SteeringReceipt(instruction, replayed=False)
 
 
@@ -197,10 +166,6 @@ def _audited(payload: dict[str, Any]) -> dict[str, Any]:
     """What the audit keeps of a payload: never a resume token, even a spent one (the
     audit names the pause instead)."""
     return {k: v for k, v in payload.items() if k != "token"}
-
-
-def _sealed(value: object) -> bool:
-    return isinstance(value, dict) and "sealed" in value
 
 
 def _same_control(earlier: SteeringInstruction, method: str, payload: dict[str, Any]) -> bool:
@@ -211,11 +176,13 @@ def _same_control(earlier: SteeringInstruction, method: str, payload: dict[str, 
     return (earlier.instruction, earlier.payload) == (method, kept)
 
 
-def _refused(error: HarborError, *, caller: Caller, method: str, token: object, pause_id: str | None) -> HarborError:
+def _refused(
+    error: HarborError, *, caller: Caller, spec: InstructionSpec, token: object, pause_id: str | None
+) -> HarborError:
     """A decision refused before its pause is looked at (a run the caller may not see or
     steer) is audited, and throttled, as one the decision rule refuses."""
-    if method in DECISION_INSTRUCTIONS:
-        pause_decision_refused(caller=caller, method=method, token=token, pause_id=pause_id, code=error.code)
+    if spec.decides_pause:
+        pause_decision_refused(caller=caller, method=spec.name, token=token, pause_id=pause_id, code=error.code)
     return error
 
 
@@ -245,18 +212,6 @@ def _instruction(
     )
     instruction.save(force_insert=True)
     return instruction
-
-
-def _apply_prioritize(run: Run, priority: int) -> None:
-    prior = run.priority
-    run.priority = priority
-    save_run(run)
-    events.emit(
-        run=run,
-        type=events.TASK_PRIORITISED,
-        payload=TaskPrioritised(TaskID=run.pk, PriorPriority=prior, NewPriority=priority),
-    )
-    wake_on_commit()
 
 
 def _narrate_rejection(caller: Caller, run_id: object, method: str, error: HarborError) -> None:

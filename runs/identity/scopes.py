@@ -1,10 +1,11 @@
-"""Steering scopes of PROTOCOL §3: session_user < owner_user < admin."""
+"""Steering scopes of PROTOCOL §3: session_user < owner_user < admin (each instruction's
+least scope is in its spec, runs.domain.instructions)."""
 
 from enum import IntEnum
 
 from runs.identity.callers import Caller
 from runs.identity.visibility import may_steer_as_owner, may_view_run
-from runs.models import Instruction, Run
+from runs.models import Run
 
 
 class Scope(IntEnum):
@@ -13,18 +14,6 @@ class Scope(IntEnum):
     OWNER_USER = 2
     ADMIN = 3
 
-
-MINIMUM_SCOPE: dict[str, Scope] = {
-    Instruction.CANCEL: Scope.OWNER_USER,
-    Instruction.PAUSE: Scope.OWNER_USER,
-    Instruction.RESUME: Scope.OWNER_USER,
-    Instruction.APPROVE: Scope.OWNER_USER,
-    Instruction.REJECT: Scope.OWNER_USER,
-    Instruction.REDIRECT: Scope.OWNER_USER,
-    Instruction.INJECT_CONTEXT: Scope.SESSION_USER,
-    Instruction.USER_MESSAGE: Scope.SESSION_USER,
-    Instruction.PRIORITIZE: Scope.ADMIN,
-}
 
 SCOPE_NAMES = {"session_user": Scope.SESSION_USER, "owner_user": Scope.OWNER_USER, "admin": Scope.ADMIN}
 

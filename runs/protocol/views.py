@@ -11,13 +11,12 @@ from rest_framework.response import Response
 from approvals.domain import selectors as pause_selectors
 from approvals.models import Pause
 from runs.application import run_start, steering_landed, steering_submit
-from runs.domain import selectors
+from runs.domain import instructions, selectors
+from runs.domain.instructions import InstructionSpec
 from runs.identity.callers import Caller
-from runs.kernel.errors import (
-    UnknownMethod,
-)
+from runs.kernel.errors import UnknownMethod
 from runs.kernel.ids import new_ulid
-from runs.models import Instruction, Run
+from runs.models import Run
 from runs.protocol import serializers as s
 
 from .pipeline import CONTROL_ERRORS, ERRORS, ProtocolView
@@ -73,32 +72,9 @@ class StartView(ProtocolView):
         return self._answer(run, reused=reused)
 
 
-PAYLOADS: dict[str, type[s.MethodPayload] | None] = {
-    Instruction.CANCEL: s.CancelPayload,
-    Instruction.PAUSE: s.EmptyPayload,
-    Instruction.RESUME: s.ResumePayload,
-    Instruction.APPROVE: s.ApprovePayload,
-    Instruction.REJECT: s.RejectPayload,
-    Instruction.REDIRECT: s.RedirectPayload,
-    Instruction.INJECT_CONTEXT: None,
-    Instruction.USER_MESSAGE: s.UserMessagePayload,
-    Instruction.PRIORITIZE: s.PrioritizePayload,
-}
-SUMMARIES: dict[str, str] = {
-    Instruction.CANCEL: "Cancel a run (owner_user)",
-    Instruction.PAUSE: "Park a run at its next step boundary (owner_user)",
-    Instruction.RESUME: "Resume a non-gate pause (owner_user)",
-    Instruction.APPROVE: "Approve a HITL gate, synchronously (owner_user or delegated approver)",
-    Instruction.REJECT: "Reject a HITL gate, synchronously; the run fails (owner_user or delegated approver)",
-    Instruction.REDIRECT: "Replace the run's goal (owner_user)",
-    Instruction.INJECT_CONTEXT: "Append planner context (session_user)",
-    Instruction.USER_MESSAGE: "Deliver a user message (session_user)",
-    Instruction.PRIORITIZE: "Change scheduling priority (admin)",
-}
-
-
 class ControlView(ProtocolView):
-    """`/v1/control/{method}`: one of the nine steering methods, through steering_submit."""
+    """`/v1/control/{method}`: one of the nine steering methods, through steering_submit
+    (which checks the payload against the method's spec)."""
 
     method: str = ""
     request_serializer = s.ControlRequestSerializer
@@ -131,25 +107,26 @@ class ControlView(ProtocolView):
         return self._answer(receipt.instruction.instruction)
 
 
-def control_view(method: str) -> type[ControlView]:
+def control_view(spec: InstructionSpec) -> type[ControlView]:
     """One view class per method, so the OpenAPI document shows each method's payload."""
-    serializer = s.control_request_serializer(method, PAYLOADS[method])
+    serializer = s.control_request_serializer(spec)
 
     @extend_schema(
-        operation_id=f"control_{method}",
+        operation_id=f"control_{spec.name}",
         tags=["control"],
         request=serializer,
-        summary=SUMMARIES[method],
+        summary=spec.summary,
         responses={200: s.ControlResponseSerializer, **CONTROL_ERRORS},
     )
     def post(self: ControlView, request: Request) -> Response:
         return ControlView.post(self, request)
 
     name = f"{serializer.__name__.removesuffix('Request')}View"
-    return type(name, (ControlView,), {"method": method, "request_serializer": serializer, "post": post})
+    return type(name, (ControlView,), {"method": spec.name, "post": post})
 
 
-CONTROL_VIEWS = {method: control_view(method) for method in Instruction.values}
+# The product's nine: an instruction registered anywhere else never gets a route.
+CONTROL_VIEWS = {spec.name: control_view(spec) for spec in instructions.specs()}
 
 
 class UnknownMethodView(ProtocolView):
@@ -160,7 +137,8 @@ class UnknownMethodView(ProtocolView):
 
     @extend_schema(exclude=True)
     def post(self, request: Request, method: str) -> Response:
-        raise UnknownMethod(f"unknown steering method {method[:64]!r}; the nine are {', '.join(Instruction.values)}")
+        instructions.spec_for(method)  # never found: the nine have their own routes
+        raise UnknownMethod(f"unknown steering method {method[:64]!r}")
 
 
 class ReadView(ProtocolView):

@@ -5,8 +5,8 @@ from django.utils import timezone
 
 from approvals.a2a.cancel import cancel_pending_call_on_commit
 from approvals.domain.services import pause_cancel_open
-from runs.domain import events
-from runs.domain.event_types import ContextInjected, Control, MessageReceived, TaskRedirected
+from runs.domain import events, instructions
+from runs.domain.event_types import Control
 from runs.domain.transitions import run_cancelled, save_run
 from runs.models import LIVE_RUN_STATUSES, CancelPolicy, Instruction, Run, RunStatus, SteeringInstruction, SteeringState
 
@@ -92,21 +92,10 @@ def steering_apply_pending(run: Run) -> str | None:
         if stop == Instruction.CANCEL or (stop == Instruction.PAUSE and method != Instruction.CANCEL):
             settle_instruction(instruction, run, SteeringState.REJECTED, f"run stopped by an earlier {stop}")
             continue
-        if method == Instruction.REDIRECT:
-            run.goal = payload["goal"]
-            events.emit(run=run, type=events.TASK_REDIRECTED, payload=TaskRedirected(TaskID=run.pk, Goal=run.goal))
-        elif method == Instruction.INJECT_CONTEXT:
-            run.context = [*run.context, payload]
-            events.emit(run=run, type=events.CONTEXT_INJECTED, payload=ContextInjected(TaskID=run.pk, Context=payload))
-        elif method == Instruction.USER_MESSAGE:
-            run.messages = [*run.messages, payload["message"]]
-            events.emit(
-                run=run,
-                type=events.MESSAGE_RECEIVED,
-                payload=MessageReceived(TaskID=run.pk, Message=payload["message"]),
-            )
-        elif method in (Instruction.CANCEL, Instruction.PAUSE):
-            stop, cascaded, hard = method, "cascaded_from" in payload, bool(payload.get("hard"))
+        apply = instructions.spec_for(method).apply_at_boundary
+        halt = apply(run, payload) if apply is not None else None
+        if halt is not None:
+            stop, cascaded, hard = halt, "cascaded_from" in payload, bool(payload.get("hard"))
         settle_instruction(instruction, run, SteeringState.APPLIED)
     # Every pending instruction is settled: a hard cancel among them ends the run below, and
     # the flag must not outlive it (each later attempt would be interrupted at once).

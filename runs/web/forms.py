@@ -5,12 +5,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from django import forms
+from rest_framework import serializers
 
 from runs.application.catalog import agents_offered
+from runs.domain import instructions
+from runs.domain.instruction_payloads import PRIORITY_RANGE, InstructionPayload, payload_clean
 from runs.domain.payload import MAX_STRING, json_loads
-from runs.domain.steering_payloads import PRIORITY_RANGE
-from runs.kernel.errors import PayloadInvalid
-from runs.models import DECISION_INSTRUCTIONS, Instruction
+from runs.kernel.errors import PayloadInvalid, UnknownMethod
+from runs.web.access import error_text
 
 
 class StartRunForm(forms.Form):
@@ -70,35 +72,53 @@ def edited_args(data: Mapping[str, str], original: dict[str, Any]) -> dict[str, 
     return changed or None
 
 
+# What a page never reads as a payload field: it names a pause by its id, never a token, and
+# edited arguments come from their own fields (edited_args).
+PAGE_SKIPS = frozenset({"token", "args"})
+# A checkbox posts "on" or nothing; any other value is passed on, for the schema to refuse.
+CHECKBOX = {"on": True, "true": True, "1": True, "": False, "off": False, "false": False, "0": False}
+
+
 def steering_payload(method: str, data: Mapping[str, str]) -> dict[str, Any]:
-    """The protocol payload of one steering method, built from a posted form."""
-    text = lambda name: (data.get(name) or "").strip()  # noqa: E731
-    if method == Instruction.CANCEL:
-        return {"hard": data.get("hard") in ("on", "true", "1")}
-    if method in (Instruction.PAUSE,):
+    """The protocol payload of one steering method, read from a posted form by the fields of
+    the method's payload schema and checked by that schema (runs.domain.instructions): a page
+    shows the field error the protocol answers."""
+    try:
+        schema = instructions.spec_for(method).payload
+    except UnknownMethod:
+        raise SteeringFormError(f"Unknown steering method {method!r}.") from None
+    payload = _context_read(data) if schema.free_form else _fields_read(schema, data)
+    try:
+        return payload_clean(schema, payload)
+    except PayloadInvalid as error:
+        raise SteeringFormError(error_text(error)) from None
+
+
+def _fields_read(schema: type[InstructionPayload], data: Mapping[str, str]) -> dict[str, Any]:
+    payload: dict[str, Any] = {}
+    for name, field in schema().fields.items():
+        if name in PAGE_SKIPS:
+            continue
+        if isinstance(field, serializers.BooleanField):
+            raw = data.get(name) or ""
+            payload[name] = CHECKBOX.get(raw.strip().lower(), raw)
+            continue
+        text = (data.get(name) or "").strip()
+        if not text and not field.required:
+            continue  # an empty optional box is no value
+        payload[name] = _whole_number(text) if isinstance(field, serializers.IntegerField) else text
+    return payload
+
+
+def _whole_number(text: str) -> int | str:
+    """A typed number as a number; anything else as typed, for the schema to refuse."""
+    return int(text) if text.lstrip("+-").isdigit() and len(text) <= 20 else text
+
+
+def _context_read(data: Mapping[str, str]) -> dict[str, Any]:
+    """A free-form payload from one box: a JSON object as it is, any other text as a note."""
+    raw = (data.get("context") or "").strip()
+    if not raw:
         return {}
-    if method in DECISION_INSTRUCTIONS:
-        payload = {"reason": text("reason")} if text("reason") else {}
-        if method == Instruction.RESUME and text("input"):
-            payload["input"] = text("input")
-        return payload
-    if method == Instruction.REDIRECT:
-        if not text("goal"):
-            raise SteeringFormError("Give the new goal to redirect the run to.")
-        return {"goal": text("goal")}
-    if method == Instruction.USER_MESSAGE:
-        if not text("message"):
-            raise SteeringFormError("Write the message to send to the run.")
-        return {"message": text("message")}
-    if method == Instruction.INJECT_CONTEXT:
-        raw = text("context")
-        if not raw:
-            raise SteeringFormError("Give the context to inject (text, or a JSON object).")
-        parsed = _parse_json(raw)
-        return parsed if isinstance(parsed, dict) and parsed else {"note": raw}
-    if method == Instruction.PRIORITIZE:
-        try:
-            return {"priority": int(text("priority"))}
-        except ValueError:
-            raise SteeringFormError("Priority must be a whole number.") from None
-    raise SteeringFormError(f"Unknown steering method {method!r}.")
+    parsed = _parse_json(raw)
+    return parsed if isinstance(parsed, dict) and parsed else {"note": raw}

@@ -18,10 +18,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from approvals.domain import selectors as pause_selectors
 from approvals.models import Cause, Pause
 from runs.application import run_start, steering_submit
-from runs.domain import events, selectors
+from runs.domain import events, instructions, selectors
 from runs.domain.tokens import SIGN_IN_SEALED
 from runs.identity.callers import Caller
-from runs.identity.scopes import MINIMUM_SCOPE, Scope, caller_scope
+from runs.identity.scopes import Scope, caller_scope
 from runs.kernel.errors import HarborError
 from runs.models import DECISION_INSTRUCTIONS, Event, Instruction, Role, Run, RunStatus, SteeringState
 from runs.web.access import MemberRequest, SignedInRequest, error_text, member_required, safe_next
@@ -134,7 +134,7 @@ def run_controls(caller: Caller, run: Run, pause: Pause | None) -> dict[str, boo
     }
     for method in shown:
         if method not in DECISION_INSTRUCTIONS:
-            shown[method] = shown[method] and scope >= MINIMUM_SCOPE[method]
+            shown[method] = shown[method] and scope >= instructions.spec_for(method).scope
     return {method.value: shown[method] for method in CONTROL_ORDER}
 
 

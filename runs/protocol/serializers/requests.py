@@ -1,21 +1,16 @@
 """Request shapes of the /v1 protocol (PROTOCOL §2-§4), validated strictly; the same classes
 describe the requests in the OpenAPI document. Domain rules (agents, priorities, the nine
-payloads) stay in the services."""
+payloads) stay in the services; each payload's schema is its instruction's spec's."""
 
 from typing import Any
 
 from rest_framework import serializers
 
 from approvals.models import Cause, PauseState, Reason
+from runs.domain.instructions import InstructionSpec
 from runs.domain.pagination import PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
-from runs.domain.payload import MAX_STRING
-from runs.identity.scopes import SCOPE_NAMES
-from runs.models import CancelPolicy, RunStatus
-
-from .fields import (
-    NonEmptyObjectField,
+from runs.domain.strict_fields import (
     ObjectField,
-    StrictBooleanField,
     StrictCharField,
     StrictChoiceField,
     StrictDateTimeField,
@@ -23,6 +18,8 @@ from .fields import (
     TextField,
     id_field,
 )
+from runs.identity.scopes import SCOPE_NAMES
+from runs.models import CancelPolicy, RunStatus
 
 PAGE_MAX = 1_000_000
 
@@ -120,70 +117,13 @@ class TaskGetRequestSerializer(serializers.Serializer):
     identity = TaskIdentitySerializer()
 
 
-# --- Method payloads (documentation of PROTOCOL §3; the service validates them) ------------
+# --- Method payloads (each the one its spec names: runs.domain.instructions) ----------------
 
 
-class MethodPayload(serializers.Serializer):
-    """A steering method's payload; `required_payload` says whether the method needs one."""
-
-    required_payload = False
-
-
-def resume_token_field() -> StrictCharField:
-    """The optional token of approve, reject and resume."""
-    return StrictCharField(
-        required=False,
-        min_length=1,
-        max_length=MAX_STRING,
-        help_text="The resume token (default: the run's open pause).",
-    )
-
-
-class CancelPayload(MethodPayload):
-    hard = StrictBooleanField(required=False, help_text="Interrupt the step in flight.")
-
-
-class EmptyPayload(MethodPayload):
-    pass
-
-
-class ResumePayload(MethodPayload):
-    token = resume_token_field()
-    input = serializers.JSONField(required=False, help_text="Answers an A2A input request.")
-
-
-class ApprovePayload(MethodPayload):
-    token = resume_token_field()
-    reason = StrictCharField(required=False, max_length=MAX_STRING, allow_blank=True)
-    args = ObjectField(required=False, help_text="Edited arguments, where the gate allows edits (extension).")
-
-
-class RejectPayload(MethodPayload):
-    token = resume_token_field()
-    reason = StrictCharField(required=False, max_length=MAX_STRING, allow_blank=True)
-
-
-class RedirectPayload(MethodPayload):
-    required_payload = True
-    goal = TextField(help_text="The run's new goal.")
-
-
-class UserMessagePayload(MethodPayload):
-    required_payload = True
-    message = TextField()
-
-
-class PrioritizePayload(MethodPayload):
-    required_payload = True
-    priority = StrictIntegerField(min_value=-1000, max_value=1000)
-
-
-def control_request_serializer(method: str, payload: type[MethodPayload] | None) -> type[ControlRequestSerializer]:
-    """A per-method request class, so the OpenAPI document shows each method's payload."""
-    name = "".join(part.title() for part in method.split("_"))
-    fields = {
-        "payload": payload(required=payload.required_payload)
-        if payload is not None
-        else NonEmptyObjectField(help_text="Any non-empty object: appended to the context the planner sees.")
-    }
+def control_request_serializer(spec: InstructionSpec) -> type[ControlRequestSerializer]:
+    """A per-method request class for the OpenAPI document, its payload the spec's schema.
+    Requests are checked by ControlRequestSerializer; the payload by the service, against
+    the same schema."""
+    name = "".join(part.title() for part in spec.name.split("_"))
+    fields = {"payload": spec.payload(required=spec.payload.required_payload)}
     return type(f"{name}ControlRequest", (ControlRequestSerializer,), fields)

@@ -1,4 +1,5 @@
-"""Strict JSON fields: JSON types are never coerced (`"5"` is not a page, `1` is not a string)."""
+"""Strict JSON fields: JSON types are never coerced (`"5"` is not a page, `1` is not a string).
+The protocol's requests and the steering payloads (runs.domain.instruction_payloads) share them."""
 
 from datetime import datetime
 from typing import Any
@@ -72,6 +73,12 @@ class TextField(StrictCharField):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(max_length=MAX_STRING, **kwargs)
+
+    def to_internal_value(self, data: object) -> str:
+        text = super().to_internal_value(data)
+        if not text.strip():  # kept as sent (trim_whitespace=False) yet still nothing in it
+            self.fail("blank")
+        return text
 
 
 def id_field(help_text: str, **kwargs: Any) -> StrictCharField:
