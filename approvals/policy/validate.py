@@ -68,9 +68,20 @@ def policy_check(
     tools' arguments, valid annotations, and (given the tenant's `group_names`) every group a
     rule names exists. Raises PolicyInvalid with every problem."""
     document = _parsed(source)
-    result = cedarpy.validate_policies(source, policy_schema(argument_types(tool_schemas)))
+    arguments = argument_types(tool_schemas)
+    result = cedarpy.validate_policies(source, policy_schema(arguments))
     names = result.id_annotations_by_policy_id
     errors = [f"{_label(e.policy_id, names)}: {e.error}" if e.policy_id else e.error for e in result.errors]
+    # Cedar types `context.arguments has region` as plain false when no tool has `region`,
+    # so a guarded condition on it would never match and never fail: refuse it here too.
+    for policy_id, policy in sorted(document.get("staticPolicies", {}).items(), key=lambda item: _order(item[0])):
+        label = _label(policy_id, {policy_id: policy.get("annotations", {}).get("id") or ""})
+        for name, where in sorted(_context_names(policy.get("conditions", []))):
+            said = any(e.policy_id == policy_id and f"`{where}.{name}`" in e.error for e in result.errors)
+            if where == "arguments" and name not in arguments and not said:
+                errors.append(f'{label}: no tool has an argument "{name}"')
+            elif where == "context" and name not in _CONTEXT and not said:
+                errors.append(f'{label}: the context has no "{name}" (it has agent and arguments)')
     entries, rule_errors = _entries(document)
     errors += rule_errors
     if group_names is not None:
@@ -116,6 +127,28 @@ def _entries(document: dict[str, Any]) -> tuple[tuple[PolicyEntry, ...], list[st
         if names.count(n) > 1
     ]
     return tuple(entries), errors
+
+
+_CONTEXT = ("agent", "arguments")
+_VAR_CONTEXT = {"Var": "context"}
+_ARGUMENTS = {".": {"left": _VAR_CONTEXT, "attr": "arguments"}}
+
+
+def _context_names(node: Any) -> set[tuple[str, str]]:
+    """Every (name, "arguments" | "context") a condition reads or tests with `has`."""
+    found: set[tuple[str, str]] = set()
+    if isinstance(node, list):
+        for item in node:
+            found |= _context_names(item)
+    elif isinstance(node, dict):
+        for op, arg in node.items():
+            if op in (".", "has") and isinstance(arg, dict):
+                if arg.get("left") == _ARGUMENTS:
+                    found.add((arg["attr"], "arguments"))
+                elif arg.get("left") == _VAR_CONTEXT:
+                    found.add((arg["attr"], "context"))
+            found |= _context_names(arg)
+    return found
 
 
 def _order(policy_id: str) -> tuple[int, str]:
