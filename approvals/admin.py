@@ -43,10 +43,27 @@ class DecisionRefusalAdmin(ReadOnlyAdmin):
     list_filter = ["actor_tenant", "code", "method"]
 
 
+class ApproverGroupForm(forms.ModelForm):
+    class Meta:
+        model = ApproverGroup
+        fields = ["tenant", "name", "members"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        tenant, members = cleaned.get("tenant"), cleaned.get("members")
+        if tenant and members:
+            # A group decides for its tenant only: its members are the tenant's people.
+            outsiders = members.exclude(memberships__tenant=tenant).values_list("username", flat=True)
+            if outsiders:
+                self.add_error("members", f"not members of {tenant.slug}: {', '.join(sorted(outsiders))}")
+        return cleaned
+
+
 @admin.register(ApproverGroup)
 class ApproverGroupAdmin(admin.ModelAdmin):
     """The groups approval policies name (`@approvers("release-managers")`)."""
 
+    form = ApproverGroupForm
     list_display = ["name", "tenant", "created_at"]
     list_filter = ["tenant"]
     search_fields = ["name", "members__username"]

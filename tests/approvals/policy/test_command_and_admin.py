@@ -115,6 +115,13 @@ def test_approver_groups_are_edited_in_the_admin(release, root, client):
     )
     assert response.status_code == 302
     assert list(group.members.values_list("username", flat=True)) == ["alice"]
+    gina = User.objects.get(username="gina")  # of globex
+    refused = client.post(
+        f"/admin/approvals/approvergroup/{group.pk}/change/",
+        {"tenant": release.acme.pk, "name": "release-managers", "members": [alice.pk, gina.pk]},
+    )
+    assert refused.status_code == 200 and "not members of acme: gina" in refused.content.decode()
+    assert list(group.members.values_list("username", flat=True)) == ["alice"]
 
 
 # --- the demo ---------------------------------------------------------------------------------
