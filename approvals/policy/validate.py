@@ -72,16 +72,7 @@ def policy_check(
     result = cedarpy.validate_policies(source, policy_schema(arguments))
     names = result.id_annotations_by_policy_id
     errors = [f"{_label(e.policy_id, names)}: {e.error}" if e.policy_id else e.error for e in result.errors]
-    # Cedar types `context.arguments has region` as plain false when no tool has `region`,
-    # so a guarded condition on it would never match and never fail: refuse it here too.
-    for policy_id, policy in sorted(document.get("staticPolicies", {}).items(), key=lambda item: _order(item[0])):
-        label = _label(policy_id, {policy_id: policy.get("annotations", {}).get("id") or ""})
-        for name, where in sorted(_context_names(policy.get("conditions", []))):
-            said = any(e.policy_id == policy_id and f"`{where}.{name}`" in e.error for e in result.errors)
-            if where == "arguments" and name not in arguments and not said:
-                errors.append(f'{label}: no tool has an argument "{name}"')
-            elif where == "context" and name not in _CONTEXT and not said:
-                errors.append(f'{label}: the context has no "{name}" (it has agent and arguments)')
+    errors += _names_unknown(document, arguments, result)
     entries, rule_errors = _entries(document)
     errors += rule_errors
     if group_names is not None:
@@ -127,6 +118,25 @@ def _entries(document: dict[str, Any]) -> tuple[tuple[PolicyEntry, ...], list[st
         if names.count(n) > 1
     ]
     return tuple(entries), errors
+
+
+def _names_unknown(
+    document: dict[str, Any], arguments: Mapping[str, str], result: cedarpy.ValidationResult
+) -> list[str]:
+    """Cedar types `context.arguments has region` as plain false when no tool has `region`,
+    so a condition guarded that way would never match and never fail: refused here too
+    (once: not where Cedar's own message already names it)."""
+    errors = []
+    for policy_id, policy in sorted(document.get("staticPolicies", {}).items(), key=lambda item: _order(item[0])):
+        label = _label(policy_id, {policy_id: policy.get("annotations", {}).get("id") or ""})
+        for name, where in sorted(_context_names(policy.get("conditions", []))):
+            if any(e.policy_id == policy_id and f"`{where}.{name}`" in e.error for e in result.errors):
+                continue
+            if where == "arguments" and name not in arguments:
+                errors.append(f'{label}: no tool has an argument "{name}"')
+            elif where == "context" and name not in _CONTEXT:
+                errors.append(f'{label}: the context has no "{name}" (it has agent and arguments)')
+    return errors
 
 
 _CONTEXT = ("agent", "arguments")
