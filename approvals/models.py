@@ -112,3 +112,44 @@ class DecisionRefusal(AppendOnlyModel):
             # The refusal throttle's per-address ceiling (runs.protocol.throttle.DecisionRefusalThrottle).
             models.Index(fields=["address", "created_at"], name="approvals_refusal_addr_idx"),
         ]
+
+
+class ApproverGroup(models.Model):
+    """A named set of a tenant's people that an approval policy's rules name
+    (`@approvers("release-managers")`)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="approver_groups", db_index=False)
+    name = models.SlugField(max_length=64, db_index=False)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="approver_groups")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant", "name"]
+        # Also the tenant's index: every read names the tenant first.
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="approver_group_name_per_tenant")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ApprovalPolicy(AppendOnlyModel):
+    """One version of a tenant's approval policy (Cedar source, approvals.policy). Versions
+    are never edited: a change is a new version, and the latest is the one in force."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="approval_policies", db_index=False)
+    version = models.PositiveIntegerField()
+    source = models.TextField()
+    author = models.ForeignKey(  # no index: read by no one alone (see Run.owner)
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    note = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant", "-version"]
+        verbose_name_plural = "approval policies"
+        # Also the tenant's index, newest version first as the active one is read.
+        constraints = [models.UniqueConstraint(fields=["tenant", "version"], name="approval_policy_version_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"version {self.version}"

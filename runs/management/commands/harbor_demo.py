@@ -1,4 +1,5 @@
-"""Create the embedded demo's tenants and people, and print their logins.
+"""Create the embedded demo's tenants and people, acme's approver group and approval policy
+(docs/policies/acme.cedar), and print the logins.
 
 Passwords are generated on first run and kept in var/demo-logins.json (readable by the
 owner only), so the same logins print every time."""
@@ -6,18 +7,24 @@ owner only), so the same logins print every time."""
 import json
 import os
 import secrets
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from approvals.models import ApproverGroup
+from approvals.policy import policy_active, policy_save
+from approvals.policy.tool_arguments import tool_argument_schemas
+from runs.application.catalog import tools_offered
 from runs.identity.permissions import membership_grant
 from runs.models import Role, Tenant
 
 DEMO = [
     ("acme", "Acme Corp", "alice", Role.MEMBER, False),
     ("acme", "Acme Corp", "bob", Role.APPROVER, False),
+    ("acme", "Acme Corp", "carol", Role.APPROVER, False),
     ("acme", "Acme Corp", "olivia", Role.OPERATOR, False),
     ("acme", "Acme Corp", "admin", Role.ADMIN, True),
     ("globex", "Globex", "gina", Role.MEMBER, False),
@@ -25,8 +32,32 @@ DEMO = [
 ]
 
 
+# acme's approval group, and the policy that names it.
+RELEASE_MANAGERS = ["bob", "carol"]
+ACME_POLICY = settings.BASE_DIR / "docs" / "policies" / "acme.cedar"
+
+
+def _policy_seed(slug: str, group_name: str, members: list[str], policy_file: Path) -> int:
+    """The group with its members, and the policy file as a new version only when it differs
+    from the one in force: a second run changes nothing."""
+    tenant = Tenant.objects.get(slug=slug)
+    group, _ = ApproverGroup.objects.get_or_create(tenant=tenant, name=group_name)
+    group.members.add(*get_user_model().objects.filter(username__in=members))
+    source = policy_file.read_text(encoding="utf-8")
+    active = policy_active(tenant)
+    if active is None or active.source != source:
+        active = policy_save(
+            tenant=tenant,
+            source=source,
+            author=None,
+            note=f"the demo's {policy_file.name}",
+            tool_schemas=tool_argument_schemas(tools_offered()),
+        )
+    return active.version
+
+
 class Command(BaseCommand):
-    help = "Create the demo tenants (acme, globex) and users, and print their logins."
+    help = "Create the demo tenants (acme, globex), users and acme's approval policy, and print the logins."
 
     def handle(self, *args: str, **options: object) -> None:
         path = settings.VAR_DIR / "demo-logins.json"
@@ -45,6 +76,7 @@ class Command(BaseCommand):
                 user.save()
                 passwords[username] = password
                 membership_grant(tenant=tenant, user=user, role=role)
+            version = _policy_seed("acme", "release-managers", RELEASE_MANAGERS, ACME_POLICY)
         path.write_text(json.dumps(passwords, indent=2))
         os.chmod(path, 0o600)
         self.stdout.write(f"Demo logins (http://127.0.0.1:{os.environ.get('PORT', '8000')}/):")
@@ -53,3 +85,7 @@ class Command(BaseCommand):
             roles.setdefault(username, []).append(f"{role} in {slug}")
         for username, held in roles.items():
             self.stdout.write(f"  {username:<7} {passwords[username]:<14} {', '.join(held)}")
+        self.stdout.write(
+            f"acme's approval policy: version {version} of docs/policies/{ACME_POLICY.name}"
+            f" (release-managers: {', '.join(RELEASE_MANAGERS)}; `manage.py harbor_policy show --tenant acme`)"
+        )
