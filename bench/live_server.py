@@ -66,7 +66,7 @@ def _park(run_id: str) -> dict:
     with events.atomic():
         run = Run.objects.locked().get(pk=run_id)
         move(run, RunStatus.RUNNING)
-        pause_park(run=run, cause="hitl_approval", reason="bench", payload={}, step=1, tool="launch")
+        pause_park(run=run, cause="hitl_approval", reason="approval_required", payload={}, step=1, tool="launch")
     return _timed(run_id)
 
 

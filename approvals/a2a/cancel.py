@@ -15,6 +15,7 @@ from a2a.utils.errors import (
 from django.db import transaction
 
 import outbox
+from approvals.models import Pause
 from runs.models import Run
 from runs.runtime.ledger import call_key
 
@@ -34,6 +35,12 @@ def cancel_remote_on_commit(tenant_id: int, tool_context: dict | None, *, call: 
     if not state.get("task_id") or (call is not None and state.get("call") != call):
         return
     _owe_cancel(tenant_id, state)
+
+
+def cancel_parked_on_commit(pause: Pause) -> None:
+    """A parked a2a call's pause closed without a decision (cancel, timeout, a denied
+    sign-in): its remote task ends with ours."""
+    cancel_remote_on_commit(pause.tenant_id, pause.tool_context)
 
 
 def cancel_pending_call_on_commit(run: Run) -> None:

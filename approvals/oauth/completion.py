@@ -8,8 +8,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from approvals.domain.services import pause_close, pause_decide
-from approvals.models import Cause, Decision, Pause
+from approvals.models import Decision, Pause
 from runs.domain import events
+from runs.domain.tokens import SIGN_IN_SEALED
 from runs.domain.transitions import run_reject
 from runs.identity.callers import Caller
 from runs.models import Run, Tenant
@@ -19,9 +20,6 @@ from .credentials import credential_store
 from .flows import EXCHANGING, flow_begin, unclaimed
 from .models import OAuthFlow
 from .sources import Source, source_get
-
-# A tool's own sign-in, and a remote agent's auth-required that names a known source.
-SIGN_IN_CAUSES = (Cause.TOOL_OAUTH, Cause.A2A)
 
 
 class FlowGone(Exception):
@@ -51,7 +49,9 @@ def _locked(flow: OAuthFlow, *, claimed: bool) -> tuple[Run, Pause, OAuthFlow]:
     pause = Pause.objects.select_for_update(no_key=True).get(pk=flow.pause_id)
     locked = OAuthFlow.objects.select_for_update().get(pk=flow.pk)
     usable = locked.outcome == EXCHANGING if claimed else OAuthFlow.objects.filter(unclaimed(), pk=flow.pk).exists()
-    if not usable or not pause.is_open or pause.cause not in SIGN_IN_CAUSES:
+    # A pause a sign-in resolves parked with one (its address sealed in the payload): a
+    # tool's own, or a remote agent's auth-required that names a known source.
+    if not usable or not pause.is_open or SIGN_IN_SEALED not in pause.payload:
         raise FlowGone("this sign-in was already completed, or the run no longer waits for it")
     return run, pause, locked
 

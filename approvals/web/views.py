@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from approvals import causes
 from approvals.domain import selectors
 from approvals.models import Pause
 from approvals.web.forms import decision_payload
@@ -33,8 +34,9 @@ QUESTION_KEYS = ("Question", "Prompt", "Message", "Text", "Summary")
 
 
 def pause_card(pause: Pause, *, may_decide: bool) -> dict:
-    """What a card shows, per cause: a gate's arguments (as editable text), an OAuth
-    sign-in address (to the one who may decide, as its token), an A2A question."""
+    """What a card shows: its cause's template (approvals.causes), and what the templates
+    read from the payload: a gate's arguments (as editable text), a sign-in address (to
+    the one who may decide, as its token), a remote agent's question."""
     payload = selectors.pause_payload_shown(pause, may_decide)
     args = [
         {"name": name, "value": value if isinstance(value, str) else json.dumps(value)}
@@ -43,6 +45,7 @@ def pause_card(pause: Pause, *, may_decide: bool) -> dict:
     url = payload.get("AuthorizeURL") or ""
     return {
         "pause": pause,
+        "cause": causes.active().find(pause.cause),
         "payload": payload,
         "args": args,
         "editable": bool(payload.get("Editable")),

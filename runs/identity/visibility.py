@@ -9,8 +9,8 @@ delegated explicitly to one person (`pause_delegate`): a handful of rows per per
   scope; a person given `view_run` on that run.
 - steering as if owner: operators and admins; a person given `steer_run`.
 - pauses: the pausing user; approvers, operators and admins; a person given `view_pause`.
-- deciding: the pausing (user, session); the roles `DECIDERS_BY_CAUSE` names for the
-  pause's cause; a person given `decide_pause` on that pause.
+- deciding: the pausing (user, session); the roles the pause's cause names as its deciders
+  (its registration, approvals.causes); a person given `decide_pause` on that pause.
 """
 
 from dataclasses import dataclass
@@ -19,6 +19,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db.models import Model, Q, QuerySet
 from guardian.models import UserObjectPermission
 
+from approvals import causes
 from approvals.models import Pause
 from runs.identity.callers import Caller
 from runs.models import Role, Run
@@ -27,13 +28,12 @@ from runs.models import Role, Run
 VIEWERS = frozenset({Role.APPROVER, Role.OPERATOR, Role.ADMIN})
 # Roles that steer any run of their tenant as if they owned it.
 STEERERS = frozenset({Role.OPERATOR, Role.ADMIN})
-# Roles that may decide a pause of each cause, besides the pausing (user, session).
-DECIDERS_BY_CAUSE: dict[str, frozenset[str]] = {
-    "hitl_approval": frozenset({Role.APPROVER, Role.ADMIN}),
-    "operator": frozenset({Role.OPERATOR, Role.ADMIN}),
-    "tool_oauth": frozenset({Role.ADMIN}),
-    "a2a": frozenset({Role.ADMIN}),
-}
+
+
+def role_decides(role: str | None, cause: str) -> bool:
+    """Whether the role decides pauses of this cause, besides the pausing (user, session)."""
+    registered = causes.active().find(cause)
+    return registered is not None and role in registered.deciders
 
 
 def _delegated(caller: Caller, codename: str, model: type[Model]) -> QuerySet:
@@ -103,7 +103,7 @@ def may_view_pause(caller: Caller, pause: Pause) -> bool:
 
 
 def _decidable_causes(caller: Caller) -> list[str]:
-    return [cause for cause, roles in DECIDERS_BY_CAUSE.items() if caller.role in roles]
+    return [cause.name for cause in causes.active().all() if caller.role in cause.deciders]
 
 
 def pauses_decide_filter(caller: Caller) -> Q:
@@ -125,7 +125,7 @@ def may_decide_pause(caller: Caller, pause: Pause) -> bool:
         return False
     return (
         owns_pause(caller, pause)
-        or caller.role in DECIDERS_BY_CAUSE.get(pause.cause, frozenset())
+        or role_decides(caller.role, pause.cause)
         or _is_delegated(caller, "decide_pause", pause)
     )
 
@@ -135,8 +135,7 @@ def decidable_among(caller: Caller, pauses: list[Pause]) -> set[str]:
     allowed = {
         p.pk
         for p in pauses
-        if p.tenant_id == caller.tenant.pk
-        and (owns_pause(caller, p) or caller.role in DECIDERS_BY_CAUSE.get(p.cause, frozenset()))
+        if p.tenant_id == caller.tenant.pk and (owns_pause(caller, p) or role_decides(caller.role, p.cause))
     }
     rest = [str(p.pk) for p in pauses if p.pk not in allowed and p.tenant_id == caller.tenant.pk]
     if rest:
@@ -169,7 +168,7 @@ class Viewer:
     def may_decide(self, *, pause_id: str, user: str, session: str, cause: str) -> bool:
         return (
             (user == self.username and session == self.session)
-            or self.role in DECIDERS_BY_CAUSE.get(cause, frozenset())
+            or role_decides(self.role, cause)
             or pause_id in self.decides
         )
 

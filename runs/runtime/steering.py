@@ -3,11 +3,10 @@
 
 from django.utils import timezone
 
-from approvals.a2a.cancel import cancel_pending_call_on_commit
-from approvals.domain.services import pause_cancel_open
+from approvals.domain.services import pause_cancel_open, run_cancel_unparked
 from runs.domain import events, instructions
 from runs.domain.event_types import Control
-from runs.domain.transitions import run_cancelled, save_run
+from runs.domain.transitions import save_run
 from runs.models import LIVE_RUN_STATUSES, CancelPolicy, Instruction, Run, RunStatus, SteeringInstruction, SteeringState
 
 from .wake import wake_on_commit
@@ -55,8 +54,7 @@ def run_cancel_now(run: Run, *, reason: str, cascaded: bool) -> None:
     if run.status == RunStatus.PAUSED:
         pause_cancel_open(run=run, reason=reason, cascaded=cascaded)
     else:
-        cancel_pending_call_on_commit(run)
-        run_cancelled(run, reason, cascaded)
+        run_cancel_unparked(run=run, reason=reason, cascaded=cascaded)
     children = (
         Run.objects.select_for_update(no_key=True)
         .filter(parent=run, status__in=LIVE_RUN_STATUSES, cancel_policy=CancelPolicy.CASCADE)

@@ -15,8 +15,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from approvals import causes
 from approvals.domain import selectors as pause_selectors
-from approvals.models import Cause, Pause
+from approvals.models import Pause
 from runs.application import run_start, steering_submit
 from runs.domain import events, instructions, selectors
 from runs.domain.tokens import SIGN_IN_SEALED
@@ -120,12 +121,12 @@ def run_controls(caller: Caller, run: Run, pause: Pause | None) -> dict[str, boo
     scope = caller_scope(caller, run)
     live = not run.is_terminal
     decidable = pause is not None and pause_selectors.pause_decidable(caller=caller, pause_id=pause.pk) is not None
-    gate = pause is not None and pause.cause == Cause.HITL_APPROVAL
+    takes = causes.get(pause.cause).decisions if pause is not None and decidable else frozenset()
     shown = {
         Instruction.PAUSE: live and run.status != RunStatus.PAUSED,
-        Instruction.RESUME: decidable and not gate,
-        Instruction.APPROVE: decidable and gate,
-        Instruction.REJECT: decidable and gate,
+        Instruction.RESUME: Instruction.RESUME in takes,
+        Instruction.APPROVE: Instruction.APPROVE in takes,
+        Instruction.REJECT: Instruction.REJECT in takes,
         Instruction.REDIRECT: live,
         Instruction.INJECT_CONTEXT: live,
         Instruction.USER_MESSAGE: live,
@@ -144,6 +145,7 @@ def _run_context(caller: Caller, run: Run) -> dict[str, Any]:
     return {
         "run": run,
         "pause": pause,
+        "pause_cause": causes.get(pause.cause) if pause is not None else None,  # its templates, its answer
         # A sign-in's address, sealed in the pause, only for the one who may complete it.
         "signs_in": pause is not None and SIGN_IN_SEALED in pause.payload,
         "sign_in_url": pause_selectors.pause_payload_shown(pause, True).get("AuthorizeURL", "")
