@@ -2,8 +2,8 @@
 it is delivered after that commits (never for a change rolled back), with the outbox's
 retries, and under one key per channel and notice (a repeat is not a second notice)."""
 
+import notifications.channels as channels
 import outbox
-from notifications import channels
 from notifications.notices import Notice
 
 KIND = "notification"
