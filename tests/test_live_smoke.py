@@ -11,7 +11,7 @@ import httpx
 
 def test_live_server_serves_health_and_admin_login(live_harbor):
     assert httpx.get(f"{live_harbor.url}/healthz").json() == {"status": "ok"}
-    assert set(live_harbor.logins) == {"alice", "bob", "olivia", "admin", "gina"}
+    assert set(live_harbor.logins) == {"alice", "bob", "carol", "olivia", "admin", "gina"}
     with httpx.Client(base_url=live_harbor.url) as client:
         page = client.get("/admin/login/")
         found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
