@@ -4,8 +4,10 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import User
 from django.db import models
-from django.http import HttpRequest
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
 
+from approvals.domain.records import records_csv, records_json, records_of
 from approvals.models import ApprovalPolicy, ApproverGroup, DecisionRefusal, Pause
 from approvals.policy import PolicyInvalid, policy_check, policy_save
 from approvals.policy.tool_arguments import tool_argument_schemas
@@ -33,8 +35,27 @@ class PauseAdmin(ReadOnlyAdmin):
         "created_at",
         "decided_at",
     ]
-    list_filter = ["tenant", "cause", "state", "decision", "decided_by"]
-    search_fields = ["id", "run__id", "tool", "identity_user", "decided_by__username"]
+    list_filter = ["tenant", "cause", "state", "decision", "decided_by", "tool"]
+    search_fields = ["id", "run__id", "tool", "identity_user", "decided_by__username", "decision_reason"]
+    date_hierarchy = "created_at"
+    actions = ["export_csv", "export_json"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Pause]:
+        return super().get_queryset(request).select_related("tenant", "decided_by").prefetch_related("refusals")
+
+    @admin.action(description="Export the selected decision records as CSV")
+    def export_csv(self, request: HttpRequest, queryset: QuerySet[Pause]) -> HttpResponse:
+        return _download(records_csv(records_of(queryset)), "text/csv", "pauses.csv")
+
+    @admin.action(description="Export the selected decision records as JSON")
+    def export_json(self, request: HttpRequest, queryset: QuerySet[Pause]) -> HttpResponse:
+        return _download(records_json(records_of(queryset)), "application/json", "pauses.json")
+
+
+def _download(body: str, content_type: str, name: str) -> HttpResponse:
+    response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
 
 
 @admin.register(DecisionRefusal)

@@ -89,3 +89,50 @@ def test_the_browsers_favicon_request_finds_the_icon(client):
     assert response.status_code == 301
     assert response["Location"] == "/static/harbor/favicon.svg"
     assert finders.find("harbor/favicon.svg")  # served from the static files (collected in production)
+
+
+def _exported(client, pause, action):
+    return client.post("/admin/approvals/pause/", {"action": action, "_selected_action": [pause.pk]})
+
+
+def test_decision_records_export_as_json_and_csv_to_the_second_and_never_the_token(audited, client):
+    import csv
+    import io
+    import json
+
+    run, pause, token = audited
+    answer = _exported(client, pause, "export_json")
+    assert answer.status_code == 200 and answer["Content-Disposition"] == 'attachment; filename="pauses.json"'
+    (record,) = json.loads(answer.content)
+    assert record["pause"] == pause.pk and record["run"] == run.pk and record["tool"] == "deploy_to_production"
+    assert record["requested_by"] == "alice" and record["decided_by"] == "bob"
+    assert record["decision"] == "approve" and record["decision_reason"] == "ok"
+    assert record["decided_at"] == pause.decided_at.isoformat(timespec="seconds")
+    assert record["decided_at"].endswith("+00:00")  # the second and the zone, never the minute alone
+    assert record["arguments"] == pause.payload["Args"]
+
+    answer = _exported(client, pause, "export_csv")
+    assert answer.status_code == 200 and answer["Content-Type"].startswith("text/csv")
+    (row,) = list(csv.DictReader(io.StringIO(answer.content.decode())))
+    assert (
+        row["pause"] == pause.pk
+        and row["decided_by"] == "bob"
+        and json.loads(row["arguments"]) == pause.payload["Args"]
+    )
+    for body in (_exported(client, pause, "export_json").content, answer.content):
+        assert token.encode() not in body and pause.token_digest.encode() not in body
+
+
+def test_a_csv_cell_that_would_start_a_formula_is_text():
+    from approvals.domain.records import records_csv
+
+    sheet = records_csv([{"pause": "p", "tool": "=HYPERLINK(1)", "arguments": {"a": 1}}])
+    assert "'=HYPERLINK(1)" in sheet and '"{""a"": 1}"' in sheet
+
+
+def test_the_pause_list_filters_by_tool_and_day(audited, client):
+    run, pause, _ = audited
+    day = pause.created_at
+    for query in ("tool__exact=deploy_to_production", f"created_at__year={day.year}&created_at__month={day.month}"):
+        listing = client.get(f"/admin/approvals/pause/?{query}")
+        assert listing.status_code == 200 and pause.pk in listing.content.decode(), query
