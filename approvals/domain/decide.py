@@ -56,6 +56,9 @@ def pause_decide(
         raise NotFound(NO_OPEN_PAUSE)
     if not pause.is_open:
         raise AlreadyResumed(f"the pause is already {pause.state} (decision: {pause.decision})")
+    if pause.expires_at is not None and pause.expires_at <= timezone.now():
+        # Past its deadline it is the sweep's to time out, whoever asks first (PROTOCOL §4).
+        raise AlreadyResumed(f"the pause expired at {pause.expires_at.isoformat(timespec='seconds')}")
     spec = causes.get(pause.cause)
     if decision not in spec.decisions:
         # No open pause of the kind the method decides (PROTOCOL §3: approve and reject clear

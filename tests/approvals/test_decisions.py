@@ -1,6 +1,8 @@
 """Pause decisions: the token and identity rules of PROTOCOL §4, single use, terminal
 rejections, and refusals that change nothing."""
 
+import re
+
 import pytest
 
 from approvals.domain.services import pause_sweep_overdue
@@ -102,6 +104,26 @@ def test_an_overdue_pause_times_out_terminally(people, expiring_probe):
     assert expiring_probe.calls == []
     with pytest.raises(AlreadyResumed):
         decide(people.caller("bob", "web"), run)
+
+
+def test_a_decision_after_the_deadline_is_refused_naming_it_and_never_shown_as_approved(people, expiring_probe):
+    from datetime import timedelta
+
+    import time_machine
+
+    run, _ = run_start(caller=people.caller("alice"), query="launch", agent_id="probe")
+    drain()
+    pause = Pause.objects.get(run=run)
+    with time_machine.travel(pause.expires_at + timedelta(seconds=1), tick=False):  # before the sweep comes
+        with pytest.raises(
+            AlreadyResumed, match=re.escape(f"expired at {pause.expires_at.isoformat(timespec='seconds')}")
+        ):
+            decide(people.caller("bob", "web"), run)
+        pause.refresh_from_db()
+        assert (pause.state, pause.decision) == (PauseState.PAUSED, "")
+        assert pause_sweep_overdue() == 1
+    pause.refresh_from_db()
+    assert pause.decision == Decision.TIMEOUT and expiring_probe.calls == []
 
 
 @pytest.mark.parametrize(
