@@ -12,7 +12,9 @@ from django.utils import timezone
 from approvals import causes
 from approvals.causes import GATE_DECISIONS
 from approvals.domain import refusals
+from approvals.domain.quorum import approval_count, pause_rule
 from approvals.models import Decision, Pause, PauseState
+from approvals.policy import decision_refusal
 from runs.domain import events
 from runs.domain.event_types import PauseResumed, ToolDecided
 from runs.domain.tokens import token_digest
@@ -66,9 +68,20 @@ def pause_decide(
         )
     if reason is not None and not isinstance(reason, str):
         raise PayloadInvalid("reason must be a string")
+    rule = pause_rule(pause) if spec.is_gate else None
+    if rule is not None:
+        refusal = decision_refusal(rule, tenant=pause.tenant, person=caller.user, requester=pause.identity_user)
+        if refusal is not None:
+            _refuse(caller, method, pause, "scope_mismatch")
+            raise ScopeMismatch(f"{refusal} (rule {rule.name})")
+        if rule.reason_needed(decision) and not (reason or "").strip():
+            raise PayloadInvalid(f"a reason is required to {method} under rule {rule.name}")
     final_args = _approved_args(pause, args) if decision == Decision.APPROVE else None
     if decision != Decision.APPROVE and args is not None:
         raise PayloadInvalid("args may only accompany approve")
+    if rule is not None and final_args is not None:
+        if not approval_count(pause, rule, caller=caller, args=final_args, reason=reason or ""):
+            return pause  # short of the quorum: the gate stays open, the run parked
 
     input = spec.answer(pause, input)  # A2A: what the remote agent gets, bounded, never empty
     pause_settle(pause, decision, actor=caller, reason=reason or "", decision_input=input)
