@@ -21,6 +21,9 @@ def test_the_requester_is_refused_and_two_release_managers_clear_the_gate(api, p
     api.error("/v1/control/reject", _body(run, None), status=422, code="payload_invalid", user="bob")
     api.ok("/v1/control/approve", _body(run, None), user="bob")
     assert Pause.objects.get(run_id=run).state == PauseState.PAUSED
+    snapshot = api.ok("/v1/pause/list", {"filter": {"run_ids": [run]}}, user="carol")["snapshots"][0]
+    assert snapshot["state"] == "paused"
+    assert snapshot["approvals"] == {"rule": "production deploys", "required": 2, "approved_by": ["bob"]}
     api.ok("/v1/control/approve", _body(run, None), user="carol")
     assert Pause.objects.get(run_id=run).state == PauseState.RESUMED
 
