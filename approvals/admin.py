@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 from django.db import models
 from django.http import HttpRequest
 
-from approvals.models import ApprovalPolicy, ApproverGroup, DecisionRefusal, Pause
+from approvals.models import Approval, ApprovalPolicy, ApproverGroup, DecisionRefusal, Pause
 from approvals.policy import PolicyInvalid, policy_check, policy_save
 from approvals.policy.tool_arguments import tool_argument_schemas
 from runs.application.catalog import tools_offered
@@ -35,6 +35,15 @@ class PauseAdmin(ReadOnlyAdmin):
     ]
     list_filter = ["tenant", "cause", "state", "decision", "decided_by"]
     search_fields = ["id", "run__id", "tool", "identity_user", "decided_by__username"]
+
+
+@admin.register(Approval)
+class ApprovalAdmin(ReadOnlyAdmin):
+    """Each approval counted toward a rule's quorum, with the exact arguments it approved."""
+
+    list_display = ["created_at", "pause", "actor", "actor_session", "fingerprint", "reason"]
+    list_filter = ["actor"]
+    search_fields = ["pause__id", "actor__username", "fingerprint"]
 
 
 @admin.register(DecisionRefusal)
