@@ -169,3 +169,30 @@ def test_a_tenant_without_a_policy_decides_as_before(people):
     drain()
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE and not Approval.objects.exists()
+
+
+def test_an_edit_into_production_brings_the_production_rule(acme):
+    run, pause = parked(acme, environment="staging")
+    decide(acme, "bob", run, args={"environment": "production"})
+    pause.refresh_from_db()
+    assert pause.is_open and pause.policy_rule["name"] == "production deploys"
+    assert str(pause.approvals_so_far()) == "1 of 2 approvals: bob"
+    decide(acme, "carol", run)
+    drain()
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETE
+    assert deploys(run) == [{"build": "7", "environment": "production"}]
+
+
+def test_an_ungoverned_gate_edited_into_production_needs_what_production_needs(acme):
+    run, pause = parked(acme, environment="qa")
+    with pytest.raises(ScopeMismatch, match="may not approve it .rule production deploys"):
+        steering_submit(
+            caller=acme.caller("alice"),
+            run_id=run.pk,
+            method="approve",
+            payload={"args": {"environment": "production"}},
+        )
+    decide(acme, "bob", run, args={"environment": "production"})
+    pause.refresh_from_db()
+    assert pause.is_open and (pause.policy_rule["name"], pause.policy_version) == ("production deploys", 1)
