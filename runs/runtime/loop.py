@@ -256,11 +256,10 @@ def _call(lease: Lease, run: Run, ctx: ToolContext, step: int, pending: dict[str
         run_fail(run, FailureCode.RUNTIME_ERROR, f"the planner called unknown tool {pending['tool']!r}")
         return None
     run.checkpoint = {**run.checkpoint, "pending_call": pending}
-    if not pending.get("approved"):
-        outcome = gate_policy(run, tool, pending["args"])
-        if gate_needed(outcome, tool, pending["args"]):
-            park_for_gate(run, ctx, tool, pending["args"], outcome)
-            return None
+    outcome = gate_policy(run, tool, pending["args"])
+    if gate_needed(outcome, tool, pending["args"]) and not pending.get("approved"):
+        park_for_gate(run, ctx, tool, pending["args"], outcome)
+        return None
     attempt = open_attempt(run, tool, step, lease.worker, attempt_id)
     run.checkpoint = {**run.checkpoint, "pending_call": {**pending, "attempts": attempt.attempt}}
     save_run(run)
