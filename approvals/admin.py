@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
 from approvals.domain.records import records_csv, records_json, records_of
-from approvals.models import ApprovalPolicy, ApproverGroup, DecisionRefusal, Pause
+from approvals.models import Approval, ApprovalPolicy, ApproverGroup, DecisionRefusal, Pause
 from approvals.policy import PolicyInvalid, policy_check, policy_save
 from approvals.policy.tool_arguments import tool_argument_schemas
 from runs.application.catalog import tools_offered
@@ -56,6 +56,15 @@ def _download(body: str, content_type: str, name: str) -> HttpResponse:
     response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
+
+
+@admin.register(Approval)
+class ApprovalAdmin(ReadOnlyAdmin):
+    """Each approval counted toward a rule's quorum, with the exact arguments it approved."""
+
+    list_display = ["created_at", "pause", "actor", "actor_session", "fingerprint", "reason"]
+    list_filter = ["actor"]
+    search_fields = ["pause__id", "actor__username", "fingerprint"]
 
 
 @admin.register(DecisionRefusal)

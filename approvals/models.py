@@ -1,3 +1,5 @@
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.db import models
 
@@ -71,6 +73,12 @@ class Pause(AppendOnlyModel):
     decision_input = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    # The approval rule that governed the gate (approvals.policy; its fields, name included)
+    # and the policy version it came from: empty when no policy said anything.
+    policy_version = models.PositiveIntegerField(null=True, blank=True)
+    policy_rule = models.JSONField(default=dict, blank=True)
+    # SHA-256 of the gate's current arguments (payload "Args"): approvals count only on it.
+    args_fingerprint = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -91,6 +99,55 @@ class Pause(AppendOnlyModel):
     @property
     def is_open(self) -> bool:
         return self.state == PauseState.PAUSED
+
+    def approvals_so_far(self) -> "ApprovalTally | None":
+        """Under a rule: who has approved the current arguments, of how many needed."""
+        if not self.policy_rule:
+            return None
+        names = list(
+            self.approvals.filter(fingerprint=self.args_fingerprint)
+            .order_by("created_at")
+            .values_list("actor__username", flat=True)
+        )
+        return ApprovalTally(
+            rule=str(self.policy_rule.get("name", "")), needed=int(self.policy_rule.get("quorum", 1)), names=names
+        )
+
+
+@dataclass(frozen=True)
+class ApprovalTally:
+    rule: str
+    needed: int
+    names: list[str]
+
+    def __str__(self) -> str:
+        who = f": {', '.join(self.names)}" if self.names else ""
+        return f"{len(self.names)} of {self.needed} approval{'s' if self.needed > 1 else ''}{who}"
+
+
+class Approval(AppendOnlyModel):
+    """One person's approval of a gate's exact arguments (their fingerprint), under a rule
+    that needs several. A gate clears when enough people approved the same arguments."""
+
+    pause = models.ForeignKey(Pause, on_delete=models.PROTECT, related_name="approvals", db_index=False)
+    actor = models.ForeignKey(  # no index: read through the pause (see Run.owner)
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    actor_session = models.CharField(max_length=128)
+    fingerprint = models.CharField(max_length=64)
+    arguments = models.JSONField(default=dict)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pause", "created_at"]
+        # Also the pause's index: the tally reads a pause's approvals of one fingerprint.
+        constraints = [
+            models.UniqueConstraint(fields=["pause", "fingerprint", "actor"], name="approval_once_per_actor_and_args")
+        ]
+
+    def __str__(self) -> str:
+        return f"approval of pause {self.pause_id}"
 
 
 class DecisionRefusal(AppendOnlyModel):

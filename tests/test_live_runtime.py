@@ -44,5 +44,11 @@ def test_a_deploy_run_parks_is_approved_by_a_delegate_and_completes(live_harbor)
         f"steering_submit(caller=b, run_id={run_id!r}, method='approve', "
         "payload={'args': {'environment': 'production'}}); print('1')",
     )
+    # The edit brought acme's production rule: a second release manager approves.
+    in_server(
+        live_harbor,
+        "c = caller_resolve(tenant='acme', user='carol', session='web'); "
+        f"steering_submit(caller=c, run_id={run_id!r}, method='approve'); print('1')",
+    )
     done = wait_status(live_harbor, run_id, "complete")
     assert done["answer"] == "Deployed build 3.1 to production."

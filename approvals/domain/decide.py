@@ -12,7 +12,9 @@ from django.utils import timezone
 from approvals import causes
 from approvals.causes import GATE_DECISIONS
 from approvals.domain import refusals
+from approvals.domain.quorum import approval_count, pause_rule, rule_for_arguments
 from approvals.models import Decision, Pause, PauseState
+from approvals.policy import ApprovalRule, decision_refusal
 from runs.domain import events
 from runs.domain.event_types import PauseResumed, ToolDecided
 from runs.domain.tokens import token_digest
@@ -69,9 +71,25 @@ def pause_decide(
         )
     if reason is not None and not isinstance(reason, str):
         raise PayloadInvalid("reason must be a string")
+    rule = pause_rule(pause) if spec.is_gate else None
+    _rule_check(caller, method, pause, rule, reason=reason or "")
     final_args = _approved_args(pause, args) if decision == Decision.APPROVE else None
     if decision != Decision.APPROVE and args is not None:
         raise PayloadInvalid("args may only accompany approve")
+    if final_args is not None and spec.is_gate:
+        edited = rule_for_arguments(pause, rule, final_args)  # an edit may bring a stricter rule
+        if edited is not None and edited.rule != rule:
+            rule = edited.rule
+            _rule_check(caller, method, pause, rule, reason=reason or "")
+        if rule is not None and not approval_count(
+            pause,
+            rule,
+            caller=caller,
+            args=final_args,
+            reason=reason or "",
+            version=edited.version if edited is not None else None,
+        ):
+            return pause  # short of the quorum: the gate stays open, the run parked
 
     input = spec.answer(pause, input)  # A2A: what the remote agent gets, bounded, never empty
     pause_settle(pause, decision, actor=caller, reason=reason or "", decision_input=input)
@@ -102,6 +120,19 @@ def pause_decide(
         _go_on(run, pause, decision, args=final_args, input=input, reason=reason or "")
     spec.on_resolve(pause)
     return pause
+
+
+def _rule_check(caller: Caller, method: str, pause: Pause, rule: ApprovalRule | None, *, reason: str) -> None:
+    """Refuse a decision the gate's rule does not allow: a person it excludes (audited like
+    every refusal), or a reason it requires and the decision lacks."""
+    if rule is None:
+        return
+    refusal = decision_refusal(rule, tenant=pause.tenant, person=caller.user, requester=pause.identity_user)
+    if refusal is not None:
+        _refuse(caller, method, pause, "scope_mismatch")
+        raise ScopeMismatch(f"{refusal} (rule {rule.name})")
+    if rule.reason_needed(method) and not reason.strip():
+        raise PayloadInvalid(f"a reason is required to {method} under rule {rule.name}")
 
 
 def _go_on(run: Run, pause: Pause, decision: str, *, args: dict[str, Any] | None, input: object, reason: str) -> None:

@@ -28,6 +28,9 @@ def pause_park(
     deadline: timedelta | None = None,
     companion: tuple[str, CompanionPayload] | None = None,
     summary: str = "",
+    policy_version: int | None = None,
+    policy_rule: dict | None = None,
+    args_fingerprint: str = "",
 ) -> tuple[Pause, str]:
     """Park a running run on a new pause. Called by the runtime alone, holding the run lock.
     A cause nobody registered, or a reason or companion its registration does not name, is
@@ -54,6 +57,9 @@ def pause_park(
         tool_context=tool_context or {},
         handle_keys=handle_keys or {},
         expires_at=now + deadline if deadline else None,
+        policy_version=policy_version,
+        policy_rule=policy_rule or {},
+        args_fingerprint=args_fingerprint,
     )
     pause.save(force_insert=True)
     move(run, RunStatus.PAUSED, lease_owner="", lease_expires_at=None)

@@ -56,6 +56,7 @@ def pause_card(pause: Pause, *, may_decide: bool) -> dict:
         "event_id": uuid.uuid4().hex,
         "decide_url": reverse("approvals:decide", args=[pause.pk]),
         "run_url": reverse("run", args=[pause.run_id]),
+        "tally": pause.approvals_so_far(),  # under a rule: "1 of 2 approvals: bob"
     }
 
 
@@ -133,5 +134,10 @@ def decide(request: MemberRequest, pause_id: str) -> HttpResponse:
     except HarborError as error:
         messages.error(request, error_text(error))
     else:
-        messages.success(request, DONE[method].format(tool=pause.tool or "the call", agent=pause.run.agent_id))
+        pause.refresh_from_db()
+        tally = pause.approvals_so_far() if pause.is_open else None
+        if tally is not None:  # short of the rule's quorum: the gate waits for the others
+            messages.success(request, f"Your approval of {pause.tool} is recorded: {tally} (rule {tally.rule}).")
+        else:
+            messages.success(request, DONE[method].format(tool=pause.tool or "the call", agent=pause.run.agent_id))
     return redirect(back)

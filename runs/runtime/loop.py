@@ -37,7 +37,7 @@ from runs.models import FailureCode, Run, RunStatus, ToolCall, ToolCallOutcome
 from .execution import Call, execute
 from .lease import READY, Landed, Lease, LeaseLost, lock_run
 from .ledger import lose_dead_attempt, open_attempt
-from .parking import park, park_for_gate, park_for_operator
+from .parking import gate_needed, gate_policy, park, park_for_gate, park_for_operator
 from .planner import Decision, Finish, PlannerView, RequestPause, describe
 from .registry import get_agent
 from .steering import steering_apply_pending
@@ -256,8 +256,9 @@ def _call(lease: Lease, run: Run, ctx: ToolContext, step: int, pending: dict[str
         run_fail(run, FailureCode.RUNTIME_ERROR, f"the planner called unknown tool {pending['tool']!r}")
         return None
     run.checkpoint = {**run.checkpoint, "pending_call": pending}
-    if tool.needs_approval(pending["args"]) and not pending.get("approved"):
-        park_for_gate(run, ctx, tool, pending["args"])
+    outcome = gate_policy(run, tool, pending["args"])
+    if gate_needed(outcome, tool, pending["args"]) and not pending.get("approved"):
+        park_for_gate(run, ctx, tool, pending["args"], outcome)
         return None
     attempt = open_attempt(run, tool, step, lease.worker, attempt_id)
     run.checkpoint = {**run.checkpoint, "pending_call": {**pending, "attempts": attempt.attempt}}

@@ -3,10 +3,12 @@ call (and an approval it already holds) stays in the checkpoint, and the pause i
 approvals.domain.services.pause_park."""
 
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import timedelta
 
 from approvals.domain.services import pause_park
 from approvals.models import Cause, Pause, Reason
+from approvals.policy import ApprovalGate, ApprovalWaived, PolicyOutcome, approval_rule_for, arguments_fingerprint
 from runs.domain import events
 from runs.domain.event_types import CompanionPayload, ToolApprovalRequested
 from runs.domain.transitions import run_fail
@@ -29,6 +31,7 @@ def park(
     companion: tuple[str, CompanionPayload] | None = None,
     history_entry: dict | None = None,
     on_park: Callable[[Pause], object] | None = None,
+    policy: dict | None = None,
 ) -> bool:
     """Mint a pause (run lock held). A context that cannot be checkpointed fails the pause
     and the run, naming the field. A pending call (and an approval it already holds) is
@@ -58,15 +61,41 @@ def park(
         deadline=deadline,
         companion=companion,
         summary=summary,
+        **(policy or {}),
     )
     if on_park is not None:
         on_park(pause)  # in this transaction: what the tool binds to the pause exists with it
     return False
 
 
-def park_for_gate(run: Run, ctx: ToolContext, tool: Tool, args: dict) -> bool:
+def gate_policy(run: Run, tool: Tool, args: dict) -> PolicyOutcome:
+    """What the tenant's approval policy says of this call, the run's owner asking."""
+    return approval_rule_for(
+        tenant=run.tenant, tool=tool.name, arguments=args, requester=run.owner.username, agent=run.agent_id
+    )
+
+
+def gate_needed(outcome: PolicyOutcome, tool: Tool, args: dict) -> bool:
+    """A rule gates the call, a forbid waives its gate; otherwise the tool's own setting."""
+    if isinstance(outcome, ApprovalGate):
+        return True
+    if isinstance(outcome, ApprovalWaived):
+        return False
+    return tool.needs_approval(args)
+
+
+def park_for_gate(run: Run, ctx: ToolContext, tool: Tool, args: dict, outcome: PolicyOutcome | None = None) -> bool:
+    """Park the call at its gate; under a rule (`outcome` an ApprovalGate), the pause keeps
+    the rule, and the rule's deadline replaces the tool's."""
+    gate = outcome if isinstance(outcome, ApprovalGate) else None
     reason = tool.gate_reason or f"{tool.name} is gated behind human approval"
     summary = ", ".join(f"{k}={v}" for k, v in args.items())
+    deadline = tool.deadline
+    policy: dict = {"args_fingerprint": arguments_fingerprint(args)}
+    if gate is not None:
+        policy.update(policy_version=gate.version, policy_rule=asdict(gate.rule))
+        if gate.rule.deadline_minutes:
+            deadline = timedelta(minutes=gate.rule.deadline_minutes)
     return park(
         run,
         ctx,
@@ -74,8 +103,9 @@ def park_for_gate(run: Run, ctx: ToolContext, tool: Tool, args: dict) -> bool:
         reason=Reason.APPROVAL_REQUIRED,
         tool=tool.name,
         payload={"Tool": tool.name, "Args": args, "GateReason": reason, "Editable": tool.editable_args},
-        deadline=tool.deadline,
+        deadline=deadline,
         summary=f"Approve {tool.name}({summary})",
+        policy=policy,
         companion=(
             events.TOOL_APPROVAL_REQUESTED,
             ToolApprovalRequested(

@@ -6,13 +6,15 @@ import threading
 import pytest
 from django.db import connection
 
-from approvals.models import Pause, PauseState
+from approvals.models import Approval, Pause, PauseState
 from runs.application import run_start, steering_submit
 from runs.kernel.errors import AlreadyResumed
-from runs.models import RunStatus
+from runs.models import RunStatus, ToolCall
 from runs.runtime.dispatch import drain
 from tests.conftest import requires_postgres
 from tests.factories import PauseFactory
+
+from .policy_setup import acme_policy_load
 
 pytestmark = [requires_postgres, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -85,3 +87,24 @@ def test_concurrent_decisions_of_different_kinds_still_land_once(people_tx, prob
     run.refresh_from_db()
     assert run.status in (RunStatus.COMPLETE, RunStatus.FAILED)
     assert len(probe.calls) == (1 if run.status == RunStatus.COMPLETE else 0)
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_two_release_managers_approving_at_once_deploy_exactly_once(people_tx, attempt):
+    """Quorum 2 (acme's production deploys): bob and carol approve at the same instant. Both
+    count, the gate clears once, and the deploy's body runs once."""
+    acme_policy_load(people_tx)
+    pause = PauseFactory.create(
+        caller=people_tx.caller("alice"), query="deploy build 9 to production", agent_id="deploy"
+    )
+    run = pause.run
+    callers = [people_tx.caller("bob", "web"), people_tx.caller("carol", "web")]
+    results = in_threads(2, lambda i: steering_submit(caller=callers[i], run_id=run.pk, method="approve"))
+    assert not [r for r in results if isinstance(r, Exception)], results
+    pause.refresh_from_db()
+    assert pause.state == PauseState.RESUMED and Approval.objects.filter(pause=pause).count() == 2
+    in_threads(4, lambda i: drain())
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETE
+    assert ToolCall.objects.filter(run=run, tool="deploy_to_production").count() == 1
+    assert run.events.filter(type="tool.invoked", payload__Tool="deploy_to_production").count() == 1

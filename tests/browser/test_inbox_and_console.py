@@ -105,7 +105,7 @@ def test_inbox_and_console_live(browser, live_harbor, screenshots):
     expect(card).to_contain_text("deploying changes production")
     expect(card).to_contain_text("alice")
 
-    # --- he edits the environment, sees the diff, and approves ---
+    # --- he edits the environment, sees the diff, and approves; carol's approval completes it ---
     card.get_by_text("Edit arguments").click()
     card.get_by_label("environment").fill("staging")
     expect(card.locator("[data-diff]")).to_contain_text("- environment: production")
@@ -115,8 +115,13 @@ def test_inbox_and_console_live(browser, live_harbor, screenshots):
     card.get_by_text("Reject…").click()
     bob.screenshot(path=str(screenshots / "inbox.png"), full_page=True)
     card.get_by_role("button", name="Approve with 1 edit").click()
-    expect(bob.locator(".flash")).to_contain_text("Approved deploy_to_production")
+    # acme's policy: a production deploy needs two release managers, so the gate waits for carol.
+    expect(bob.locator(".flash")).to_contain_text("1 of 2 approvals: bob")
+    expect(card.locator("[data-tally]")).to_contain_text("production deploys: 1 of 2 approvals: bob")
+    no_reload_marker(bob)
+    approve_elsewhere(live_harbor, user="carol", run_id=deploy)  # the arguments bob approved, edited
     expect(bob.locator(f"article[data-run='{deploy}']")).to_have_count(0)
+    expect(bob.locator("[data-toasts]")).to_contain_text("decided elsewhere by carol (approve)")
 
     # --- a pause decided by someone else leaves his inbox by itself, with a note ---
     no_reload_marker(bob)

@@ -67,8 +67,25 @@ class PauseSnapshotSerializer(serializers.Serializer):
         may_see_token: Callable[[str], bool] = self.context["may_see_token"]
         return pause_payload_shown(pause, may_see_token(pause.pk))
 
+    approvals = serializers.SerializerMethodField(
+        help_text="(extension) Under an approval rule only: the rule, the approvals its quorum needs, and who has"
+        " approved the current arguments."
+    )
+
     def get_decision(self, pause: Pause) -> str | None:
         return pause.decision or None
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_approvals(self, pause: Pause) -> dict[str, Any] | None:
+        tally = pause.approvals_so_far()
+        return None if tally is None else {"rule": tally.rule, "required": tally.needed, "approved_by": tally.names}
+
+    def to_representation(self, instance: Pause) -> dict[str, Any]:
+        # A pause no rule governs keeps the protocol's snapshot, field for field.
+        data: dict[str, Any] = super().to_representation(instance)
+        if data.get("approvals") is None:
+            data.pop("approvals", None)
+        return data
 
 
 class PageInfoSerializer(serializers.Serializer):
