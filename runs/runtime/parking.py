@@ -73,7 +73,13 @@ def park_for_gate(run: Run, ctx: ToolContext, tool: Tool, args: dict) -> bool:
         cause=Cause.HITL_APPROVAL,
         reason=Reason.APPROVAL_REQUIRED,
         tool=tool.name,
-        payload={"Tool": tool.name, "Args": args, "GateReason": reason, "Editable": tool.editable_args},
+        payload={
+            "Tool": tool.name,
+            "Args": args,
+            "GateReason": reason,
+            "Editable": tool.editable_args,
+            "ArgsSchema": tool.arguments,
+        },
         deadline=tool.deadline,
         summary=f"Approve {tool.name}({summary})",
         companion=(
