@@ -19,7 +19,9 @@ BUILD = {
     "type": "string",
     "title": "build name",
     "description": "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64",
-    "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+    # An escaped "-" in the class: the same pattern is an edit field's HTML `pattern`, which
+    # browsers read in the `v` mode that refuses a bare one.
+    "pattern": "^[A-Za-z0-9][A-Za-z0-9._\\-]{0,63}$",
 }
 ENVIRONMENT = {"type": "string", "enum": ["staging", "production"]}
 CHECK_BUILD_ARGUMENTS = {

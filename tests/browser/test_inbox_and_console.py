@@ -107,7 +107,7 @@ def test_inbox_and_console_live(browser, live_harbor, screenshots):
 
     # --- he edits the environment, sees the diff, and approves ---
     card.get_by_text("Edit arguments").click()
-    card.get_by_label("environment").fill("staging")
+    card.get_by_label("environment").select_option("staging")
     expect(card.locator("[data-diff]")).to_contain_text("- environment: production")
     expect(card.locator("[data-diff]")).to_contain_text("+ environment: staging")
     card.get_by_text("Reject…").click()  # the terminal choice asks for confirmation
@@ -120,7 +120,7 @@ def test_inbox_and_console_live(browser, live_harbor, screenshots):
 
     # --- a pause decided by someone else leaves his inbox by itself, with a note ---
     no_reload_marker(bob)
-    other = start_run(live_harbor, user="alice", agent_id="deploy", query="deploy build 43 to qa")
+    other = start_run(live_harbor, user="alice", agent_id="deploy", query="deploy build 43 to staging")
     expect(bob.locator(f"article[data-run='{other}']")).to_be_visible()
     approve_elsewhere(live_harbor, user="admin", run_id=other)
     expect(bob.locator(f"article[data-run='{other}']")).to_have_count(0)
