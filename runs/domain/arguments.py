@@ -4,14 +4,32 @@ problem named by its field in plain words ("environment: must be one of staging,
 Pure: the schema reaches a decision through the pause's payload (`ArgsSchema`), so the pause
 core checks an approver's edits without knowing the runtime's tools."""
 
+import re
+from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
 from runs.kernel.errors import PayloadInvalid
 
 JSON_TYPES = {"string": "text", "integer": "a whole number", "number": "a number", "boolean": "true or false"}
+
+
+def _pattern(validator: Any, pattern: str, instance: object, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """`pattern` as the schema's dialect (ECMA-262) and the browser read it: a `$` ends the
+    text. Python's would also match before a final newline, letting "42\\n" pass as a build."""
+    if isinstance(instance, str) and not _ecma(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@lru_cache(maxsize=256)
+def _ecma(pattern: str) -> re.Pattern[str]:
+    return re.compile(re.sub(r"(?<!\\)\$", r"\\Z", pattern))
+
+
+Validator = validators.extend(Draft202012Validator, {"pattern": _pattern})
 
 
 def schema_check(schema: dict[str, Any]) -> None:
@@ -22,7 +40,7 @@ def schema_check(schema: dict[str, Any]) -> None:
 def arguments_problems(schema: dict[str, Any], args: object) -> dict[str, str]:
     """`{field: what is wrong with it}`, empty when `args` match `schema`."""
     problems: dict[str, str] = {}
-    for error in sorted(Draft202012Validator(schema).iter_errors(args), key=lambda e: list(map(str, e.path))):
+    for error in sorted(Validator(schema).iter_errors(args), key=lambda e: list(map(str, e.path))):
         for field, problem in _described(error):
             problems.setdefault(field, problem)  # the first problem of a field is enough to fix
     return dict(sorted(problems.items()))
