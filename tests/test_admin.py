@@ -13,7 +13,7 @@ from tests.factories import PauseFactory, SuperuserFactory
 
 @pytest.fixture
 def audited(people, client):
-    pause = PauseFactory.create(caller=people.caller("alice"), query="deploy build 9 to prod", agent_id="deploy")
+    pause = PauseFactory.create(caller=people.caller("alice"), query="deploy build 9 to production", agent_id="deploy")
     run, token = pause.run, token_unseal(pause.token_sealed)
     steering_submit(caller=people.caller("bob", "web"), run_id=run.pk, method="approve", payload={"reason": "ok"})
     pause.refresh_from_db()

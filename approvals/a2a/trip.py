@@ -8,6 +8,13 @@ from runs.runtime.tools import Tool
 from .delegate import delegate, facts
 
 TRAVEL_DESK = "travel-desk"
+# The remote agent's name and what it is asked.
+DELEGATE_ARGUMENTS = {
+    "type": "object",
+    "properties": {"agent": {"type": "string", "minLength": 1}, "request": {"type": "string"}},
+    "required": ["agent", "request"],
+    "additionalProperties": False,
+}
 
 
 class TripPlanner:
@@ -23,6 +30,6 @@ register_agent(
         description='Books a trip through the remote travel desk (A2A): "Book a flight to Lisbon"'
         ' (or "... needs auth", "... will fail", "... will be rejected", "... is slow").',
         planner=TripPlanner,
-        tools={"delegate": Tool("delegate", delegate, facts=facts)},
+        tools={"delegate": Tool("delegate", delegate, facts=facts, arguments=DELEGATE_ARGUMENTS)},
     )
 )

@@ -16,6 +16,7 @@ from approvals.domain.quorum import approval_count, pause_rule, rule_for_argumen
 from approvals.models import Decision, Pause, PauseState
 from approvals.policy import ApprovalRule, decision_refusal
 from runs.domain import events
+from runs.domain.arguments import arguments_problems, arguments_refused
 from runs.domain.event_types import PauseResumed, ToolDecided
 from runs.domain.tokens import token_digest
 from runs.domain.transitions import move, run_reject
@@ -225,6 +226,14 @@ def _approved_args(pause: Pause, args: object) -> dict[str, Any]:
         raise PayloadInvalid(f"the gate on {pause.tool} does not allow edited arguments")
     if not isinstance(args, dict):
         raise PayloadInvalid("args must be an object")
+    schema = pause.payload.get("ArgsSchema")
+    if isinstance(schema, dict):
+        # The tool's own schema, stored with the gate: an edit approves only valid arguments.
+        merged = {**original, **args}
+        problems = arguments_problems(schema, merged)
+        if problems:
+            raise arguments_refused(pause.tool, problems)
+        return merged
     unknown = sorted(set(args) - set(original))
     if unknown:
         raise PayloadInvalid(f"{pause.tool} takes no argument(s) {', '.join(unknown)}")

@@ -33,6 +33,12 @@ def register() -> None:
             id="calendar",
             description="Reads your calendar from an OAuth provider (asks you to sign in the first time).",
             planner=CalendarPlanner,
-            tools={"read_calendar": Tool("read_calendar", _read_calendar)},
+            tools={
+                "read_calendar": Tool(
+                    "read_calendar",
+                    _read_calendar,
+                    arguments={"type": "object", "properties": {}, "additionalProperties": False},  # none
+                )
+            },
         )
     )

@@ -1,18 +1,10 @@
 """The tools' argument schemas, as the policy schema needs them (`{tool name: JSON Schema}`).
 
-A tool declares its arguments as a JSON Schema in `arguments`. Until the demo's tools do, the
-schema of `deploy_to_production` is spelled here; a tool with neither adds nothing (a policy
-can still name the tool, not its arguments)."""
+A tool declares its arguments as a JSON Schema in `arguments`; a tool without one adds
+nothing (a policy can still name the tool, not its arguments)."""
 
 from collections.abc import Iterable
 from typing import Any
-
-_UNTIL_DECLARED: dict[str, dict[str, Any]] = {
-    "deploy_to_production": {
-        "type": "object",
-        "properties": {"build": {"type": "string"}, "environment": {"type": "string"}},
-    },
-}
 
 
 def tool_argument_schemas(tools: Iterable[object]) -> dict[str, dict[str, Any]]:
@@ -21,7 +13,7 @@ def tool_argument_schemas(tools: Iterable[object]) -> dict[str, dict[str, Any]]:
     schemas: dict[str, dict[str, Any]] = {}
     for tool in tools:
         name = str(getattr(tool, "name", ""))
-        schema = getattr(tool, "arguments", None) or _UNTIL_DECLARED.get(name)
+        schema = getattr(tool, "arguments", None)
         if name and isinstance(schema, dict) and name not in schemas:
             schemas[name] = schema
     return schemas

@@ -2,9 +2,8 @@
 cause, and the history of past decisions. Decisions go through the steering service, like
 the protocol's."""
 
-import json
 import uuid
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from django.contrib import messages
 from django.http import HttpResponse
@@ -15,10 +14,11 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals import causes
 from approvals.domain import selectors
 from approvals.models import Pause
+from approvals.web.argument_fields import RefusedEdit, argument_fields
 from approvals.web.forms import decision_payload
 from runs.application import steering_submit
 from runs.domain import events
-from runs.kernel.errors import HarborError
+from runs.kernel.errors import HarborError, PayloadInvalid
 from runs.models import DECISION_INSTRUCTIONS
 from runs.web.access import MemberRequest, error_text, member_required, safe_next
 from runs.web.forms import SteeringFormError
@@ -33,15 +33,13 @@ DONE = {
 QUESTION_KEYS = ("Question", "Prompt", "Message", "Text", "Summary")
 
 
-def pause_card(pause: Pause, *, may_decide: bool) -> dict:
+def pause_card(pause: Pause, *, may_decide: bool, refused: RefusedEdit | None = None) -> dict:
     """What a card shows: its cause's template (approvals.causes), and what the templates
-    read from the payload: a gate's arguments (as editable text), a sign-in address (to
-    the one who may decide, as its token), a remote agent's question."""
+    read from the payload: a gate's arguments (as fields its tool's schema shapes, with a
+    refused edit's problems), a sign-in address (to the one who may decide, as its token), a
+    remote agent's question."""
     payload = selectors.pause_payload_shown(pause, may_decide)
-    args = [
-        {"name": name, "value": value if isinstance(value, str) else json.dumps(value)}
-        for name, value in (payload.get("Args") or {}).items()
-    ]
+    args = argument_fields(payload, refused)
     url = payload.get("AuthorizeURL") or ""
     return {
         "pause": pause,
@@ -49,6 +47,7 @@ def pause_card(pause: Pause, *, may_decide: bool) -> dict:
         "payload": payload,
         "args": args,
         "editable": bool(payload.get("Editable")),
+        "refused": refused is not None,
         "question": next((payload[k] for k in QUESTION_KEYS if isinstance(payload.get(k), str)), ""),
         # Only a web address becomes a link: never a javascript: or data: one.
         "authorize_url": url if urlsplit(url).scheme in ("http", "https") else "",
@@ -72,14 +71,28 @@ INBOX_PAGE_SIZE = 20
 @member_required
 @require_GET
 def inbox(request: MemberRequest) -> HttpResponse:
-    before = request.GET.get("before") or None
     # `after`: a live page asks only for the cards that arrived since its newest one.
-    after = request.GET.get("after") or None
+    context = _inbox_context(request, before=request.GET.get("before") or None, after=request.GET.get("after") or None)
+    if request.GET.get("fragment") == "cards":
+        return render(request, "approvals/_cards.html", context)
+    return render(request, "approvals/inbox.html", context)
+
+
+def _inbox_context(
+    request: MemberRequest,
+    *,
+    before: str | None,
+    after: str | None = None,
+    refused: dict[str, RefusedEdit] | None = None,
+) -> dict:
+    """A page of the inbox; `refused`: the edits refused on its cards, by pause id."""
+    refused = refused or {}
     page = selectors.inbox_page(caller=request.caller, before=before, after=after, size=INBOX_PAGE_SIZE)
     may_decide = selectors.tokens_shown(caller=request.caller, pauses=page.pauses)
-    context = {
+    return {
         "cards": [
-            pause_card(pause, may_decide=may_decide(pause.pk)) | {"cursor": selectors.pause_cursor(pause)}
+            pause_card(pause, may_decide=may_decide(pause.pk), refused=refused.get(pause.pk))
+            | {"cursor": selectors.pause_cursor(pause)}
             for pause in page.pauses
         ],
         "open_count": page.total,
@@ -91,9 +104,6 @@ def inbox(request: MemberRequest) -> HttpResponse:
         "page": "inbox",
         "live_types": ",".join(INBOX_EVENT_TYPES),
     }
-    if request.GET.get("fragment") == "cards":
-        return render(request, "approvals/_cards.html", context)
-    return render(request, "approvals/inbox.html", context)
 
 
 @member_required
@@ -131,6 +141,18 @@ def decide(request: MemberRequest, pause_id: str) -> HttpResponse:
         )
     except SteeringFormError as error:
         messages.error(request, str(error))
+    except PayloadInvalid as error:
+        if not error.fields:
+            messages.error(request, error_text(error))
+            return redirect(back)
+        # Nothing was decided: the page again, each refused argument's problem beside its field.
+        messages.error(request, f"Not approved: {pause.tool}'s arguments need fixing (see the card).")
+        typed = {key.removeprefix("arg-"): str(value) for key, value in request.POST.items() if key.startswith("arg-")}
+        refused = {pause.pk: RefusedEdit(values=typed, problems=error.fields)}
+        before = parse_qs(urlsplit(back).query).get("before", [None])[0]
+        return render(
+            request, "approvals/inbox.html", _inbox_context(request, before=before, refused=refused), status=422
+        )
     except HarborError as error:
         messages.error(request, error_text(error))
     else:

@@ -49,6 +49,10 @@ class RequestTooLarge(HarborError):
 class PayloadInvalid(HarborError):
     code = "payload_invalid"
 
+    def __init__(self, message: str = "", *, fields: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.fields = fields or {}  # what is wrong with each field, when the payload has fields
+
 
 class RateLimited(HarborError):
     code = "rate_limited"

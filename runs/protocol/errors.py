@@ -23,11 +23,19 @@ log = logging.getLogger("harbor.api")
 # --- Errors: one handler for every view under /v1/ -------------------------------------------
 
 
-def error_response(code: str, message: str, status: int | None = None, headers: dict | None = None) -> Response:
+def error_response(
+    code: str, message: str, status: int | None = None, headers: dict | None = None, fields: dict | None = None
+) -> Response:
     # A message may quote the request (a key, a value): never let a lone surrogate in it
     # break the JSON rendering of the error itself.
-    message = message.encode("utf-8", "replace").decode("utf-8")
-    return Response({"code": code, "message": message}, status=status or HTTP_STATUS.get(code, 500), headers=headers)
+    body: dict[str, object] = {"code": code, "message": _printable(message)}
+    if fields:  # PROTOCOL §7's extension: what is wrong with each field of a refused payload
+        body["fields"] = {_printable(str(name)): _printable(str(problem)) for name, problem in fields.items()}
+    return Response(body, status=status or HTTP_STATUS.get(code, 500), headers=headers)
+
+
+def _printable(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def method_not_allowed(method: str | None, allow: str = "GET") -> JsonResponse:
@@ -44,7 +52,7 @@ def harbor_error_response(error: HarborError) -> Response:
     retry_after = getattr(error, "retry_after", None)
     if isinstance(error, RateLimited) and retry_after:
         headers = {"Retry-After": str(retry_after)}
-    return error_response(code, error.message, headers=headers)
+    return error_response(code, error.message, headers=headers, fields=getattr(error, "fields", None))
 
 
 def _drf_message(detail: object) -> str:

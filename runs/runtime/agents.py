@@ -15,6 +15,28 @@ from .tools import Tool, ToolContext
 
 # --- deploy: a gated, side-effecting call whose arguments the approver may edit ------------
 
+BUILD = {
+    "type": "string",
+    "title": "build name",
+    "description": "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64",
+    # An escaped "-" in the class: the same pattern is an edit field's HTML `pattern`, which
+    # browsers read in the `v` mode that refuses a bare one.
+    "pattern": "^[A-Za-z0-9][A-Za-z0-9._\\-]{0,63}$",
+}
+ENVIRONMENT = {"type": "string", "enum": ["staging", "production"]}
+CHECK_BUILD_ARGUMENTS = {
+    "type": "object",
+    "properties": {"build": BUILD},
+    "required": ["build"],
+    "additionalProperties": False,
+}
+DEPLOY_ARGUMENTS = {
+    "type": "object",
+    "properties": {"build": BUILD, "environment": ENVIRONMENT},
+    "required": ["build", "environment"],
+    "additionalProperties": False,
+}
+
 
 def _check_build(args: dict, ctx: ToolContext) -> dict:
     return {"build": args["build"], "status": "green"}
@@ -46,13 +68,14 @@ register_agent(
         description="Checks a build, then deploys it behind a human approval gate.",
         planner=DeployPlanner,
         tools={
-            "check_build": Tool("check_build", _check_build),
+            "check_build": Tool("check_build", _check_build, arguments=CHECK_BUILD_ARGUMENTS),
             "deploy_to_production": Tool(
                 "deploy_to_production",
                 _deploy_to_production,
                 approval="always",
                 editable_args=True,
                 gate_reason="deploying changes production",
+                arguments=DEPLOY_ARGUMENTS,
             ),
         },
     )

@@ -27,6 +27,7 @@ from typing import Any
 from django.db import InterfaceError, OperationalError, connection
 
 from runs.domain import events
+from runs.domain.arguments import arguments_problems
 from runs.domain.connection_loss import retry_once_if_lost
 from runs.domain.event_types import PlannerDecision, TaskStarted, ToolInvoked
 from runs.domain.transitions import move, run_complete, run_fail, save_run
@@ -254,6 +255,12 @@ def _call(lease: Lease, run: Run, ctx: ToolContext, step: int, pending: dict[str
     tool = get_agent(run.agent_id).tools.get(pending["tool"])
     if tool is None:
         run_fail(run, FailureCode.RUNTIME_ERROR, f"the planner called unknown tool {pending['tool']!r}")
+        return None
+    problems = arguments_problems(tool.arguments, pending["args"]) if tool.arguments else {}
+    if problems:
+        # Never a gate, nor a call, on arguments the tool does not take.
+        listed = "; ".join(f"{field}: {problem}" for field, problem in problems.items())
+        run_fail(run, FailureCode.RUNTIME_ERROR, f"the planner called {tool.name} with invalid arguments: {listed}")
         return None
     run.checkpoint = {**run.checkpoint, "pending_call": pending}
     outcome = gate_policy(run, tool, pending["args"])

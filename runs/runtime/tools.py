@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from runs.domain import handles
+from runs.domain.arguments import schema_check
 from runs.domain.event_types import ToolFacts
 from runs.kernel.errors import ErrToolContextLost, ErrUnserializable
 
@@ -25,6 +26,13 @@ class Tool:
     # What the call's events name beside Tool and Step (a remote agent's task, say):
     # merged into tool.invoked, tool.completed and tool.failed.
     facts: Callable[[dict, "ToolContext"], ToolFacts] | None = None
+    # Its arguments as a JSON Schema (draft 2020-12): a planner's call and an approver's edit
+    # that do not match it are refused; the pages draw their edit fields from it.
+    arguments: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.arguments is not None:
+            schema_check(self.arguments)  # a broken schema fails where it is declared
 
     def describe(self, args: dict, ctx: "ToolContext") -> ToolFacts:
         return self.facts(args, ctx) if self.facts else ToolFacts()

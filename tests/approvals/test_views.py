@@ -33,7 +33,7 @@ def test_an_approver_sees_the_gate_with_its_tool_args_reason_and_owner(client, p
     page = signed_in(client, "bob").get("/inbox/").content.decode()
     assert f'id="pause-{pause.pk}"' in page
     assert "deploy_to_production" in page and "deploying changes production" in page
-    assert 'name="arg-environment" value="production"' in page  # editable gate: the editor
+    assert 'name="arg-build" value="7"' in page  # editable gate: the editor
     assert "alice" in page and "Yes, reject for good" in page
 
 
@@ -61,6 +61,36 @@ def test_approving_with_edited_args_runs_the_edited_call(client, people):
     drain()
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETE and run.answer == "Deployed build 7 to staging."
+
+
+def test_the_editor_is_drawn_from_the_tools_argument_schema(client, people):
+    _, pause = parked_deploy(people)
+    page = signed_in(client, "bob").get("/inbox/").content.decode()
+    select = re.search(r'<select id="arg-%s-environment"[^>]*>(.*?)</select>' % pause.pk, page, re.S)
+    assert select and " required" in select.group(0)
+    assert re.findall(r'<option value="(\w+)"', select.group(1)) == ["staging", "production"]
+    assert '<option value="production" selected>' in select.group(1)
+    build = re.search(r'<input id="arg-%s-build"[^>]*>' % pause.pk, page)
+    assert build and " required" in build.group(0) and 'pattern="^[A-Za-z0-9][A-Za-z0-9._\\-]{0,63}$"' in build.group(0)
+    assert page.count('<span class="required">(required)</span>') == 2
+
+
+def test_an_edit_the_schema_refuses_is_shown_beside_its_field_and_decides_nothing(client, people):
+    run, pause = parked_deploy(people)
+    response = signed_in(client, "bob").post(
+        f"/inbox/pauses/{pause.pk}/decide/",
+        {"method": "approve", "arg-environment": "production", "arg-build": "not-a-build; rm -rf /"},
+    )
+    assert response.status_code == 422
+    page = response.content.decode()
+    error = re.search(r'<p class="field-error" id="arg-%s-build-error"[^>]*>([^<]*)</p>' % pause.pk, page)
+    assert error and error.group(1).startswith("not a build name")
+    assert 'value="not-a-build; rm -rf /"' in page  # as typed, to fix
+    pause.refresh_from_db()
+    assert pause.is_open and pause.decision == ""
+    drain()
+    run.refresh_from_db()
+    assert run.status == RunStatus.PAUSED
 
 
 def test_reject_is_terminal_and_a_second_decision_is_shown_plainly(client, people):
@@ -107,7 +137,7 @@ def test_the_owner_decides_own_pause_from_the_same_web_session(client, people):
     """A run started from the browser parks with the page's session: its owner sees and
     decides its gate there."""
     alice = signed_in(client, "alice")
-    alice.post("/console/new/", {"agent_id": "deploy", "query": "deploy build 9 to qa", "priority": 0})
+    alice.post("/console/new/", {"agent_id": "deploy", "query": "deploy build 9 to staging", "priority": 0})
     drain()
     page = alice.get("/inbox/").content.decode()
     pause = Pause.objects.get(state=PauseState.PAUSED)

@@ -105,9 +105,20 @@ def test_inbox_and_console_live(browser, live_harbor, screenshots):
     expect(card).to_contain_text("deploying changes production")
     expect(card).to_contain_text("alice")
 
-    # --- he edits the environment, sees the diff, and approves; carol's approval completes it ---
+    # --- a build name the tool does not take: the browser holds it back, the server too ---
     card.get_by_text("Edit arguments").click()
-    card.get_by_label("environment").fill("staging")
+    build = card.get_by_label("build")
+    build.fill("not-a-build; rm -rf /")
+    assert build.evaluate("input => input.validity.patternMismatch")
+    card.locator("[data-approve-form]").evaluate("form => { form.noValidate = true; }")
+    card.get_by_role("button", name="Approve with 1 edit").click()
+    card = bob.locator(f"article[data-run='{deploy}']")
+    expect(card.locator("[data-field-error='build']")).to_contain_text("not a build name")
+    expect(card.get_by_label("build")).to_have_value("not-a-build; rm -rf /")
+    card.get_by_label("build").fill("42")
+
+    # --- he edits the environment, sees the diff, and approves; carol's approval completes it ---
+    card.get_by_label("environment").select_option("staging")
     expect(card.locator("[data-diff]")).to_contain_text("- environment: production")
     expect(card.locator("[data-diff]")).to_contain_text("+ environment: staging")
     card.get_by_text("Reject…").click()  # the terminal choice asks for confirmation
@@ -125,7 +136,7 @@ def test_inbox_and_console_live(browser, live_harbor, screenshots):
 
     # --- a pause decided by someone else leaves his inbox by itself, with a note ---
     no_reload_marker(bob)
-    other = start_run(live_harbor, user="alice", agent_id="deploy", query="deploy build 43 to qa")
+    other = start_run(live_harbor, user="alice", agent_id="deploy", query="deploy build 43 to staging")
     expect(bob.locator(f"article[data-run='{other}']")).to_be_visible()
     approve_elsewhere(live_harbor, user="admin", run_id=other)
     expect(bob.locator(f"article[data-run='{other}']")).to_have_count(0)

@@ -102,7 +102,7 @@ def test_an_appended_older_page_stays_live(browser, live_harbor):
     assert ivy.evaluate("window.__harborNoReload === true")
 
     # --- a new pause arrives on top; the appended cards stay ---
-    run_id = start(live_harbor, user="iris", query="deploy build 8 to qa")
+    run_id = start(live_harbor, user="iris", query="deploy build 8 to staging")
     expect(cards.first).to_have_attribute("data-run", run_id)
     expect(cards).to_have_count(31)
     expect(ivy.locator("[data-open-count]")).to_have_text("31")

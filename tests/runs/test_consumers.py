@@ -165,7 +165,7 @@ async def test_a_socket_narrowed_to_event_types_receives_only_those_live_and_in_
     path = f"/ws/events/?types={','.join(sorted(wanted))}"
     bob, connected, _ = await connect(path, user="bob")
     assert connected
-    run = await start(people_tx, "alice", query="deploy build 1 to qa", agent_id="deploy")
+    run = await start(people_tx, "alice", query="deploy build 1 to staging", agent_id="deploy")
     await database_sync_to_async(drain)()
     live = await bob.receive_json_from(timeout=5)
     assert live["type"] == "pause.requested" and live["run"] == run.pk and live["payload"]["Token"]
@@ -355,7 +355,7 @@ async def test_a_cursor_past_the_head_starts_at_the_head(people_tx):
 async def test_tokens_go_only_where_the_decision_rule_would_accept_them(people_tx):
     """bob may decide the gate: he is sent its token. olivia may see the run but not
     decide a gate, and alice's page is another session than the run's: neither is."""
-    run = await start(people_tx, "alice", query="deploy build 1 to qa", agent_id="deploy")
+    run = await start(people_tx, "alice", query="deploy build 1 to staging", agent_id="deploy")
     bob, _, _ = await connect(f"/ws/events/?run={run.pk}", user="bob")
     olivia, _, _ = await connect(f"/ws/events/?run={run.pk}", user="olivia")
     alice, _, _ = await connect(f"/ws/events/?run={run.pk}", user="alice")

@@ -339,7 +339,7 @@ def test_race_concurrent_starts_with_one_idempotency_key(people_tx):
 @race
 @pytest.mark.parametrize("attempt", range(3))
 def test_race_cancel_against_a_child_completing(people_tx, attempt):
-    parent = start(people_tx, "deploy build 1 to prod", "deploy")
+    parent = start(people_tx, "deploy build 1 to production", "deploy")
     drain()  # parked on its gate
     children = [start(people_tx, "count to 2", "countdown", parent_run=parent.pk) for _ in range(3)]
     results = in_threads(3, lambda i: steer(people_tx, parent, "cancel") if i == 0 else drain())
@@ -354,7 +354,7 @@ def test_race_cancel_against_a_child_completing(people_tx, attempt):
 
 @race
 def test_race_start_child_against_cancel_parent_leaves_no_live_orphan(people_tx):
-    parent = start(people_tx, "deploy build 1 to prod", "deploy")
+    parent = start(people_tx, "deploy build 1 to production", "deploy")
     drain()
 
     def job(i):
@@ -373,7 +373,7 @@ def test_race_start_child_against_cancel_parent_leaves_no_live_orphan(people_tx)
 
 @race
 def test_race_cascading_cancels_and_busy_children_never_deadlock(people_tx):
-    parents = [start(people_tx, "deploy build 1 to prod", "deploy") for _ in range(3)]
+    parents = [start(people_tx, "deploy build 1 to production", "deploy") for _ in range(3)]
     drain()
     children = [start(people_tx, "count to 30", "countdown", parent_run=p.pk) for p in parents for _ in range(2)]
 

@@ -119,7 +119,7 @@ def test_cancel_of_a_queued_or_parked_run_terminates_it_at_once(people):
     queued.refresh_from_db()
     assert queued.status == RunStatus.CANCELLED
 
-    parked = start(people, "deploy build 1 to prod", "deploy")
+    parked = start(people, "deploy build 1 to production", "deploy")
     drain()
     steer(people, parked, "cancel")
     parked.refresh_from_db()
@@ -152,7 +152,7 @@ def test_a_hard_cancel_interrupts_the_step_in_flight(people, scripted):
 
 
 def test_cancel_cascades_to_children_unless_they_isolate(people):
-    parent = start(people, "deploy build 1 to prod", "deploy")
+    parent = start(people, "deploy build 1 to production", "deploy")
     child = start(people, parent_run=parent.pk)
     grandchild = start(people, parent_run=child.pk)
     isolated = start(people, parent_run=parent.pk, cancel_policy="isolate")

@@ -19,6 +19,9 @@ REDACTED = "<redacted>"
 class ErrorSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
+    # payload_invalid on a tool's arguments: what is wrong with each one (PROTOCOL §7). The
+    # metaclass takes declared fields out of the class, so this one does not hide `.fields`.
+    fields = serializers.DictField(child=serializers.CharField(), required=False)  # type: ignore[assignment]
 
 
 class StartResponseSerializer(serializers.Serializer):

@@ -46,6 +46,14 @@ class Bare:
 def test_tools_declare_their_arguments_or_add_nothing():
     declared = Declared("resize", {"properties": {"replicas": {"type": "integer"}}})
     schemas = tool_argument_schemas([declared, Bare("notes"), Bare("deploy_to_production")])
-    assert schemas["resize"] == declared.arguments and "notes" not in schemas
-    # Until the demo's deploy tool declares its own, its two arguments are spelled by the hook.
-    assert argument_types(schemas) == {"build": "String", "environment": "String", "replicas": "Long"}
+    assert schemas == {"resize": declared.arguments}  # a tool without a schema adds nothing
+    assert argument_types(schemas) == {"replicas": "Long"}
+
+
+def test_the_demo_tools_declare_the_arguments_a_policy_compares():
+    from runs.application.catalog import tools_offered
+
+    schemas = tool_argument_schemas(tools_offered())
+    assert schemas["deploy_to_production"]["properties"]["environment"]["enum"] == ["staging", "production"]
+    types = argument_types(schemas)
+    assert (types["build"], types["environment"]) == ("String", "String")

@@ -95,7 +95,8 @@ class Api:
         response = self.post(path, body, **kwargs)
         payload = response.json()
         assert (response.status_code, payload.get("code")) == (status, code), payload
-        assert set(payload) == {"code", "message"} and payload["message"]
+        # `fields`: PROTOCOL §7's extension, on a refused tool argument.
+        assert {"code", "message"} <= set(payload) <= {"code", "message", "fields"} and payload["message"]
         return payload
 
     # Shortcuts for the protocol's routes.

@@ -173,7 +173,7 @@ def test_the_console_refuses_hostile_injected_context_with_a_plain_form_error(ap
 
 
 def test_an_approver_cannot_smuggle_deep_json_into_edited_arguments(api, client):
-    run = api.start("deploy build 7 to qa", "deploy")
+    run = api.start("deploy build 7 to staging", "deploy")
     drain()
     pause = Pause.objects.get(run_id=run)
     assert client.login(username="bob", password="bob-password")

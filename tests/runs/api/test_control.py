@@ -105,12 +105,43 @@ def test_pause_then_resume_an_operator_pause(api, settings):
 
 def test_approve_with_edited_args_runs_the_gated_call(api):
     run, token = _parked_deploy(api)
-    assert api.control("approve", run, {"token": token, "reason": "ok", "args": {"environment": "canary"}}).json()[
-        "accepted"
-    ]
+    edited = {"token": token, "reason": "ok", "args": {"environment": "production"}}
+    assert api.control("approve", run, edited).json()["accepted"]
     drain()
     run_row = Run.objects.get(pk=run)
-    assert run_row.status == RunStatus.COMPLETE and run_row.answer == "Deployed build 42 to canary."
+    assert run_row.status == RunStatus.COMPLETE and run_row.answer == "Deployed build 42 to production."
+    invoked = Event.objects.get(run_id=run, type="tool.invoked", payload__Tool="deploy_to_production")
+    assert invoked.payload["Args"] == {"build": "42", "environment": "production"}
+
+
+@pytest.mark.parametrize(
+    "edited, field, problem",
+    [
+        ({"environment": ""}, "environment", "must be one of staging, production"),
+        ({"build": "not-a-build; rm -rf /"}, "build", "not a build name"),
+        ({"build": "42", "region": "mars"}, "region", "is not an argument of this tool"),
+    ],
+)
+def test_an_edit_the_tool_schema_refuses_decides_nothing(api, edited, field, problem):
+    run, token = _parked_deploy(api)
+    refused = api.error(
+        "/v1/control/approve",
+        {"identity": {"run": run}, "payload": {"token": token, "args": edited}},
+        status=422,
+        code="payload_invalid",
+    )
+    assert refused["fields"][field].startswith(problem) and f"{field}: {problem}" in refused["message"]
+    assert Pause.objects.get(run_id=run).is_open and Run.objects.get(pk=run).status == RunStatus.PAUSED
+    drain()
+    assert not Event.objects.filter(run_id=run, type="tool.invoked", payload__Tool="deploy_to_production").exists()
+
+
+def test_a_planner_call_the_tool_schema_refuses_fails_the_run_before_any_gate(api):
+    run = api.start("deploy build 42 to the-moon", "deploy")
+    drain()
+    run_row = Run.objects.get(pk=run)
+    assert run_row.status == RunStatus.FAILED and not Pause.objects.filter(run_id=run).exists()
+    assert "environment: must be one of staging, production" in run_row.failure_message
 
 
 def test_reject_ends_the_run_failed(api):

@@ -122,7 +122,7 @@ def bodies(run: str):
 def targets(api):
     """A queued run and a parked one, so some requests reach the services with real ids."""
     queued = api.start()
-    parked = api.start("deploy build 3 to qa", "deploy")
+    parked = api.start("deploy build 3 to staging", "deploy")
     drain()
     return [queued, parked]
 

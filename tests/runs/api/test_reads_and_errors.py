@@ -10,7 +10,7 @@ from runs.models import Run, SteeringInstruction
 from runs.runtime.dispatch import drain
 
 
-def _parked(api, user="alice", query="deploy build 1 to qa"):
+def _parked(api, user="alice", query="deploy build 1 to staging"):
     run = api.start(query, "deploy", user=user)
     drain()
     return run
@@ -131,10 +131,10 @@ def test_tasks_list_refuses_malformed_requests(api, body):
 
 def test_tasks_get_is_the_row_with_its_pauses_and_steering(api):
     run = _parked(api)
-    api.control("approve", run, {"args": {"environment": "prod"}, "reason": "go"}, event_id="e1")
+    api.control("approve", run, {"args": {"environment": "production"}, "reason": "go"}, event_id="e1")
     drain()
     body = api.ok("/v1/tasks/get", {"identity": {"run": run}})
-    assert (body["task_id"], body["status"], body["answer"]) == (run, "complete", "Deployed build 1 to prod.")
+    assert (body["task_id"], body["status"], body["answer"]) == (run, "complete", "Deployed build 1 to production.")
     assert [p["decision"] for p in body["pauses"]] == ["approve"]
     (steer,) = body["steering"]
     assert (steer["method"], steer["state"], steer["event_id"], steer["actor"]) == (
