@@ -105,7 +105,7 @@ def _close_on_logout(sender: type, request: HttpRequest, user: User | None, **kw
     person's other logins stay open, though they act for the same session element."""
     session_key = getattr(getattr(request, "session", None), "session_key", None)
     if user is not None and session_key:
-        push.close_streams(user_id=user.pk, session_key=login_label(session_key))
+        push.close_streams(user_id=user.pk, login=login_label(session_key))
 
 
 @receiver(post_save, sender=User, dispatch_uid="harbor-recheck-streams-on-password-change")

@@ -237,8 +237,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def harbor_close(self, message: dict) -> None:
         """Logout (this login session) closes at once; a membership change is re-checked."""
-        if message.get("session") is not None:
-            if message["session"] == self.login:
+        if message.get("login") is not None:
+            if message["login"] == self.login:
                 await self.close(code=CLOSE_UNAUTHENTICATED)
         elif self.pump is not None:
             self.checked_at = 0.0  # nothing is delivered from a push before the re-check
