@@ -127,8 +127,8 @@ def test_the_fragment_lists_only_cards(client, people):
     [{"Question": "Which region?"}, {"SourceName": "GitHub", "AuthorizeURL": "https://example.test/authorize"}],
 )
 def test_other_causes_render_their_own_intervention(client, people, payload):
-    """A2A shows the question and an answer form; OAuth a sign-in link (rendered from the
-    pause itself; the parking is the runtime's business)."""
+    """A2A shows the question and an answer form; OAuth whose sign-in it waits for (rendered
+    from the pause itself; the parking is the runtime's business)."""
     from django.db import transaction
 
     from approvals.domain.services import pause_park
@@ -152,7 +152,9 @@ def test_other_causes_render_their_own_intervention(client, people, payload):
         assert "Which region?" in page and 'name="input"' in page
         assert "Which region?" in signed_in(client, "alice").get(f"/console/runs/{run.pk}/").content.decode()
     else:
-        assert 'href="https://example.test/authorize"' in page and "Sign in to GitHub" in page
+        # The sign-in is alice's own (her program's session): an admin reads whom it waits for.
+        assert "Waiting for alice (session s1) to sign in to GitHub." in page
+        assert 'href="https://example.test/authorize"' not in page and "Sign in to GitHub" not in page
 
 
 def test_a_javascript_authorize_url_is_never_a_link(client, people):
