@@ -18,6 +18,7 @@ from approvals.web.argument_fields import RefusedEdit, argument_fields
 from approvals.web.forms import decision_payload
 from runs.application import steering_submit
 from runs.domain import events
+from runs.identity.visibility import owns_pause, pause_owner_words
 from runs.kernel.errors import HarborError, PayloadInvalid
 from runs.models import DECISION_INSTRUCTIONS
 from runs.web.access import MemberRequest, error_text, member_required, safe_next
@@ -33,7 +34,7 @@ DONE = {
 QUESTION_KEYS = ("Question", "Prompt", "Message", "Text", "Summary")
 
 
-def pause_card(pause: Pause, *, may_decide: bool, refused: RefusedEdit | None = None) -> dict:
+def pause_card(pause: Pause, *, may_decide: bool, owns: bool = False, refused: RefusedEdit | None = None) -> dict:
     """What a card shows: its cause's template (approvals.causes), and what the templates
     read from the payload: a gate's arguments (as fields its tool's schema shapes, with a
     refused edit's problems), a sign-in address (to the one who may decide, as its token), a
@@ -52,6 +53,11 @@ def pause_card(pause: Pause, *, may_decide: bool, refused: RefusedEdit | None = 
         # Only a web address becomes a link: never a javascript: or data: one.
         "authorize_url": url if urlsplit(url).scheme in ("http", "https") else "",
         "source": payload.get("SourceName") or "the provider",
+        "may_decide": may_decide,
+        # A sign-in is the owner's own (the callback completes it for her alone): others
+        # read whom it waits for instead of a button.
+        "yours": owns,
+        "waits_for": pause_owner_words(pause),
         "event_id": uuid.uuid4().hex,
         "decide_url": reverse("approvals:decide", args=[pause.pk]),
         "run_url": reverse("run", args=[pause.run_id]),
@@ -91,7 +97,12 @@ def _inbox_context(
     may_decide = selectors.tokens_shown(caller=request.caller, pauses=page.pauses)
     return {
         "cards": [
-            pause_card(pause, may_decide=may_decide(pause.pk), refused=refused.get(pause.pk))
+            pause_card(
+                pause,
+                may_decide=may_decide(pause.pk),
+                owns=owns_pause(request.caller, pause),
+                refused=refused.get(pause.pk),
+            )
             | {"cursor": selectors.pause_cursor(pause)}
             for pause in page.pauses
         ],

@@ -110,12 +110,11 @@ def _sealed_sign_in(pause: "Pause", keys: list[str]) -> str | None:
     return pause.payload.get(SIGN_IN_SEALED) if any(key in SIGN_IN_KEYS for key in keys) else None
 
 
-def close_streams(*, user_id: int, tenant_id: int | None = None, session_key: str | None = None) -> None:
-    """Close a person's live streams (of one tenant, or one login session, when given)."""
+def close_streams(*, user_id: int, tenant_id: int | None = None, login: str | None = None) -> None:
+    """Close a person's live streams (of one tenant, or of one login session, named by its
+    label, runs.identity.sessions.login_label, when given)."""
     group = user_group(user_id)
-    _group_send(
-        [(group, lambda: {"type": "harbor.close", "group": group, "tenant": tenant_id, "session": session_key})]
-    )
+    _group_send([(group, lambda: {"type": "harbor.close", "group": group, "tenant": tenant_id, "login": login})])
 
 
 Send = tuple[Any, str, dict]  # the layer, the group, the message

@@ -25,6 +25,7 @@ from runs.identity.issuers import (
     server_audience,
     trusted_issuers,
 )
+from runs.identity.sessions import PAGES_SESSION
 from runs.kernel.errors import AuthRejected
 
 log = logging.getLogger("harbor.auth")
@@ -136,6 +137,8 @@ def _claims(claims: dict, issuer: Issuer) -> Claims:
         raise AuthRejected("the token has no valid user claim")
     if session is not None and (not isinstance(session, str) or not SESSION_PATTERN.match(session)):
         raise AuthRejected("the token's session claim is not a valid session id")
+    if session == PAGES_SESSION:  # the pages' own: a token acting as it would hold their pauses
+        raise AuthRejected(f"the session {PAGES_SESSION!r} belongs to the web pages; a token may not claim it")
     scopes = claims.get("scopes", [])
     if isinstance(scopes, str):
         scopes = scopes.split()

@@ -70,7 +70,13 @@ class SessionStore(db.SessionStore):
             await self.model.objects.filter(session_key=stored_key(session_key)).adelete()
 
 
-def web_session_for_key(session_key: str) -> str:
-    """A stable session id for the identity triple, derived from (never equal to) the
-    Django session key, so audits and events never carry the cookie's secret."""
-    return "web-" + hashlib.sha256(session_key.encode()).hexdigest()[:12]
+# The session element of the identity triple the pages act with: the same on every login and
+# device, so a person's own pauses (a sign-in, a remote agent's question) stay hers after
+# she signs in again. A bearer token may not claim it (bearer_tokens, protocol.auth).
+PAGES_SESSION = "pages"
+
+
+def login_label(session_key: str) -> str:
+    """A name for one login session (whose websockets a logout closes), derived from (never
+    equal to) its key, so what crosses the channel layer never carries the cookie's secret."""
+    return "login-" + hashlib.sha256(session_key.encode()).hexdigest()[:12]

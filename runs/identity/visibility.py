@@ -22,6 +22,7 @@ from guardian.models import UserObjectPermission
 from approvals import causes
 from approvals.models import Pause
 from runs.identity.callers import Caller
+from runs.identity.sessions import PAGES_SESSION
 from runs.models import Role, Run
 
 # Roles that see every run and every pause of their tenant.
@@ -118,6 +119,14 @@ def pauses_decide_filter(caller: Caller) -> Q:
 
 def owns_pause(caller: Caller, pause: Pause) -> bool:
     return pause.identity_user == caller.user.username and pause.identity_session == caller.session
+
+
+def pause_owner_words(pause: Pause) -> str:
+    """Whom an owner-only step of a pause (a sign-in, a remote agent's answer) waits for, in
+    plain words: the person, and the program's session when she started the run from one."""
+    if pause.identity_session == PAGES_SESSION:
+        return pause.identity_user
+    return f"{pause.identity_user} (session {pause.identity_session})"
 
 
 def may_decide_pause(caller: Caller, pause: Pause) -> bool:

@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from runs.identity.bearer_tokens import token_verify
 from runs.identity.callers import Caller, caller_resolve
 from runs.identity.issuers import SESSION_HEADER, SESSION_PATTERN
+from runs.identity.sessions import PAGES_SESSION
 from runs.kernel.errors import AuthRejected, IdentityRequired
 
 log = logging.getLogger("harbor.auth")
@@ -46,6 +47,8 @@ def caller_from_headers(meta: Mapping[str, Any]) -> Caller:
     if session is not None and session != "":
         if not SESSION_PATTERN.match(session):
             raise IdentityRequired("X-Harbor-Session must be 1 to 128 printable characters without spaces")
+        if session == PAGES_SESSION:  # the pages' own: it would hold a person's sign-ins and answers
+            raise IdentityRequired(f"the session {PAGES_SESSION!r} belongs to the web pages; choose another")
     else:
         session = claims.session
     if not session:

@@ -18,17 +18,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from runs.domain import push, selectors
 from runs.identity.callers import Caller, caller_resolve
-from runs.identity.sessions import web_session_for_key
+from runs.identity.sessions import PAGES_SESSION, login_label
 from runs.kernel.errors import HarborError
 from runs.models import Membership
-
-
-def web_session_id(request: HttpRequest) -> str:
-    if not request.session.session_key:
-        request.session.save()  # which gives the session its key
-    session_key = request.session.session_key
-    assert session_key is not None
-    return web_session_for_key(session_key)
 
 
 def web_caller(request: HttpRequest) -> Caller | None:
@@ -39,7 +31,7 @@ def web_caller(request: HttpRequest) -> Caller | None:
         return caller_resolve(
             tenant=membership.tenant.slug,
             user=request.user.username,
-            session=web_session_id(request),
+            session=PAGES_SESSION,  # the person's, on every login: her own pauses stay hers
             address=request.META.get("REMOTE_ADDR"),
             provision=False,
         )
@@ -109,10 +101,11 @@ def safe_next(request: HttpRequest, default: str) -> str:
 
 @receiver(user_logged_out, dispatch_uid="harbor-close-streams-on-logout")
 def _close_on_logout(sender: type, request: HttpRequest, user: User | None, **kwargs: object) -> None:
-    """A logout closes the websockets of that login session (named as the pages name it)."""
+    """A logout closes the websockets of that login session only (its login_label): the
+    person's other logins stay open, though they act for the same session element."""
     session_key = getattr(getattr(request, "session", None), "session_key", None)
     if user is not None and session_key:
-        push.close_streams(user_id=user.pk, session_key=web_session_for_key(session_key))
+        push.close_streams(user_id=user.pk, login=login_label(session_key))
 
 
 @receiver(post_save, sender=User, dispatch_uid="harbor-recheck-streams-on-password-change")

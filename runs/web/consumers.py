@@ -30,7 +30,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from runs.domain import push, selectors
-from runs.identity.sessions import web_session_for_key
+from runs.identity.sessions import PAGES_SESSION, login_label
 from runs.kernel.errors import InvalidRequest
 from runs.streams import reads as streams
 from runs.streams.hub import listening_on
@@ -134,10 +134,11 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             return
         _open_by_user[user.pk] += 1  # before any wait: connects at the same moment count too
         self.holder = user.pk
-        # The page's identity triple: the same session id the page's forms act with.
+        # The login session this socket belongs to (a logout closes it), apart from the
+        # identity's session element, which is the pages' on every login (PAGES_SESSION).
         self.session_key = getattr(self.scope.get("session"), "session_key", None) or ""
-        self.session = web_session_for_key(self.session_key)
-        plan = await database_sync_to_async(connect_plan)(user, self.session, self.scope.get("session"), run_id)
+        self.login = login_label(self.session_key)
+        plan = await database_sync_to_async(connect_plan)(user, PAGES_SESSION, self.scope.get("session"), run_id)
         if "close" in plan:
             await self._refuse(plan["close"])
             return
@@ -236,8 +237,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def harbor_close(self, message: dict) -> None:
         """Logout (this login session) closes at once; a membership change is re-checked."""
-        if message.get("session") is not None:
-            if message["session"] == self.session:
+        if message.get("login") is not None:
+            if message["login"] == self.login:
                 await self.close(code=CLOSE_UNAUTHENTICATED)
         elif self.pump is not None:
             self.checked_at = 0.0  # nothing is delivered from a push before the re-check

@@ -23,6 +23,7 @@ from runs.domain import events, instructions, selectors
 from runs.domain.tokens import SIGN_IN_SEALED
 from runs.identity.callers import Caller
 from runs.identity.scopes import Scope, caller_scope
+from runs.identity.visibility import owns_pause, pause_owner_words
 from runs.kernel.errors import HarborError
 from runs.models import DECISION_INSTRUCTIONS, Event, Instruction, Role, Run, RunStatus, SteeringState
 from runs.web.access import MemberRequest, SignedInRequest, error_text, member_required, safe_next
@@ -146,11 +147,13 @@ def _run_context(caller: Caller, run: Run) -> dict[str, Any]:
         "run": run,
         "pause": pause,
         "pause_cause": causes.get(pause.cause) if pause is not None else None,  # its templates, its answer
-        # A sign-in's address, sealed in the pause, only for the one who may complete it.
+        # A sign-in's address, sealed in the pause, only for the one who can complete it:
+        # its owner (the callback completes it for her alone), not an admin who may decide.
         "signs_in": pause is not None and SIGN_IN_SEALED in pause.payload,
         "sign_in_url": pause_selectors.pause_payload_shown(pause, True).get("AuthorizeURL", "")
-        if pause and controls["resume"]
+        if pause and controls["resume"] and owns_pause(caller, pause)
         else "",
+        "waits_for": pause_owner_words(pause) if pause else "",
         "controls": controls,
         "any_control": any(controls.values()),
         "scope": caller_scope(caller, run),

@@ -28,7 +28,7 @@ def test_the_inbox_asks_for_a_credential_then_the_question_and_the_answers_reach
     drain()
     pause = open_pause(run)
     page = inbox(client, "ada")  # an admin may decide the tenant's a2a pauses
-    assert "A remote agent needs you to sign in" in page and 'type="password"' in page
+    assert "A remote agent needs alice (session s1) to sign in" in page and 'type="password"' in page
     assert "travel-desk" in page and "Sign in to the travel desk" in page
     assert "desk-code-42" not in page
 

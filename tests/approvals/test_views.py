@@ -141,7 +141,7 @@ def test_the_owner_decides_own_pause_from_the_same_web_session(client, people):
     drain()
     page = alice.get("/inbox/").content.decode()
     pause = Pause.objects.get(state=PauseState.PAUSED)
-    assert f'id="pause-{pause.pk}"' in page and pause.identity_session.startswith("web-")
+    assert f'id="pause-{pause.pk}"' in page and pause.identity_session == "pages"
     alice.post(f"/inbox/pauses/{pause.pk}/decide/", {"method": "approve"})
     assert Pause.objects.get(pk=pause.pk).decision == Decision.APPROVE
 
@@ -157,8 +157,8 @@ def test_the_fragment_lists_only_cards(client, people):
     [{"Question": "Which region?"}, {"SourceName": "GitHub", "AuthorizeURL": "https://example.test/authorize"}],
 )
 def test_other_causes_render_their_own_intervention(client, people, payload):
-    """A2A shows the question and an answer form; OAuth a sign-in link (rendered from the
-    pause itself; the parking is the runtime's business)."""
+    """A2A shows the question and an answer form; OAuth whose sign-in it waits for (rendered
+    from the pause itself; the parking is the runtime's business)."""
     from django.db import transaction
 
     from approvals.domain.services import pause_park
@@ -182,7 +182,9 @@ def test_other_causes_render_their_own_intervention(client, people, payload):
         assert "Which region?" in page and 'name="input"' in page
         assert "Which region?" in signed_in(client, "alice").get(f"/console/runs/{run.pk}/").content.decode()
     else:
-        assert 'href="https://example.test/authorize"' in page and "Sign in to GitHub" in page
+        # The sign-in is alice's own (her program's session): an admin reads whom it waits for.
+        assert "Waiting for alice (session s1) to sign in to GitHub." in page
+        assert 'href="https://example.test/authorize"' not in page and "Sign in to GitHub" not in page
 
 
 def test_a_javascript_authorize_url_is_never_a_link(client, people):

@@ -230,11 +230,13 @@ async def signed_in_socket(username: str) -> tuple[Client, WebsocketCommunicator
 async def test_logout_closes_that_sessions_socket_at_once(people_tx, settings):
     settings.HARBOR_WS_RECHECK_SECONDS = 60  # not the periodic re-check
     other, _, _ = await connect(user="bob")  # another login session of bob's stays open
-    client, mine = await signed_in_socket("bob")
+    _, second = await signed_in_socket("bob")  # and so does a second password login of his:
+    client, mine = await signed_in_socket("bob")  # all act for the session `pages`, yet are apart
     await database_sync_to_async(client.logout)()
     assert await mine.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
-    assert await other.receive_nothing(timeout=0.5)
+    assert await other.receive_nothing(timeout=0.5) and await second.receive_nothing(timeout=0.1)
     await other.disconnect()
+    await second.disconnect()
 
 
 async def test_a_logout_whose_close_message_is_lost_still_closes_the_socket(people_tx, settings, monkeypatch):

@@ -185,9 +185,7 @@ def test_start_a_run_from_the_browser(people):
     response = alice.post("/console/new/", {"agent_id": "countdown", "query": "count to 2", "priority": -3})
     run = Run.objects.get()
     assert response["Location"] == f"/console/runs/{run.pk}/"
-    assert (run.owner.username, run.agent_id, run.priority) == ("alice", "countdown", -3) and run.session.startswith(
-        "web-"
-    )
+    assert (run.owner.username, run.agent_id, run.priority) == ("alice", "countdown", -3) and run.session == "pages"
     bad = alice.post("/console/new/", {"agent_id": "nope", "query": "", "priority": 0}).content.decode()
     assert "This field is required" in bad and Run.objects.count() == 1
 

@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from runs.domain import selectors
 from runs.domain.event_types import Envelope
 from runs.identity.callers import Caller
-from runs.identity.sessions import web_session_for_key
+from runs.identity.sessions import PAGES_SESSION
 from runs.identity.visibility import Viewer, viewers_of
 from runs.models import Membership
 from runs.streams import reads as streams
@@ -98,9 +98,7 @@ def recheck_listeners(reads: list[Read]) -> tuple[set[str], dict[Read, Caller]]:
     for read in reads:
         membership = memberships.get((read.user_id, read.tenant_id))
         if read.session_key in signed_here and membership is not None and membership.user.is_active:
-            caller = Caller(
-                tenant=membership.tenant, user=membership.user, session=web_session_for_key(read.session_key)
-            )
+            caller = Caller(tenant=membership.tenant, user=membership.user, session=PAGES_SESSION)
             caller.__dict__["role"] = membership.role  # Caller.role, as it would read it
             callers[read] = caller
     return signed_here, callers
