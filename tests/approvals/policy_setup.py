@@ -15,13 +15,19 @@ from tests.factories import MembershipFactory
 DEMO_POLICY = Path(__file__).resolve().parents[2] / "docs" / "policies" / "acme.cedar"
 
 
-def acme_policy_load(people) -> None:
+def acme_policy_load(people, source: str | None = None) -> None:
     MembershipFactory.create(tenant=people.acme, user__username="carol", role=Role.APPROVER)
     group = ApproverGroup.objects.create(tenant=people.acme, name="release-managers")
     group.members.add(*User.objects.filter(username__in=["bob", "carol"]))
     policy_save(
         tenant=people.acme,
-        source=DEMO_POLICY.read_text(encoding="utf-8"),
+        source=source or DEMO_POLICY.read_text(encoding="utf-8"),
         author=User.objects.get(username="ada"),
         tool_schemas=tool_argument_schemas(tools_offered()),
     )
+
+
+def production_rule_only() -> str:
+    """The demo policy without its staging rule: a staging deploy is then a call no rule covers."""
+    text = DEMO_POLICY.read_text(encoding="utf-8")
+    return text[: text.index('@id("staging deploys")')]

@@ -114,10 +114,10 @@ def test_a_decision_after_the_deadline_is_refused_naming_it_and_never_shown_as_a
     run, _ = run_start(caller=people.caller("alice"), query="launch", agent_id="probe")
     drain()
     pause = Pause.objects.get(run=run)
-    with time_machine.travel(pause.expires_at + timedelta(seconds=1), tick=False):  # before the sweep comes
-        with pytest.raises(
-            AlreadyResumed, match=re.escape(f"expired at {pause.expires_at.isoformat(timespec='seconds')}")
-        ):
+    deadline = pause.expires_at
+    assert deadline is not None
+    with time_machine.travel(deadline + timedelta(seconds=1), tick=False):  # before the sweep comes
+        with pytest.raises(AlreadyResumed, match=re.escape(f"expired at {deadline.isoformat(timespec='seconds')}")):
             decide(people.caller("bob", "web"), run)
         pause.refresh_from_db()
         assert (pause.state, pause.decision) == (PauseState.PAUSED, "")

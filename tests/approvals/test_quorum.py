@@ -14,12 +14,18 @@ from runs.models import Role, RunStatus, ToolCall
 from runs.runtime.dispatch import drain
 from tests.factories import MembershipFactory, PauseFactory
 
-from .policy_setup import acme_policy_load
+from .policy_setup import acme_policy_load, production_rule_only
 
 
 @pytest.fixture
 def acme(people):
     acme_policy_load(people)
+    return people
+
+
+@pytest.fixture
+def acme_production_only(people):
+    acme_policy_load(people, source=production_rule_only())
     return people
 
 
@@ -153,8 +159,9 @@ def test_staging_needs_one_approver_other_than_the_requester(acme):
     assert deploys(run) == [{"build": "7", "environment": "staging"}]
 
 
-def test_a_call_no_rule_covers_keeps_the_tools_gate(acme):
-    run, pause = parked(acme, environment="qa")
+def test_a_call_no_rule_covers_keeps_the_tools_gate(acme_production_only):
+    acme = acme_production_only
+    run, pause = parked(acme, environment="staging")
     assert (pause.policy_rule, pause.policy_version) == ({}, None)
     steering_submit(caller=acme.caller("alice"), run_id=run.pk, method="approve", payload={})
     drain()
@@ -184,8 +191,9 @@ def test_an_edit_into_production_brings_the_production_rule(acme):
     assert deploys(run) == [{"build": "7", "environment": "production"}]
 
 
-def test_an_ungoverned_gate_edited_into_production_needs_what_production_needs(acme):
-    run, pause = parked(acme, environment="qa")
+def test_an_ungoverned_gate_edited_into_production_needs_what_production_needs(acme_production_only):
+    acme = acme_production_only
+    run, pause = parked(acme, environment="staging")
     with pytest.raises(ScopeMismatch, match="may not approve it .rule production deploys"):
         steering_submit(
             caller=acme.caller("alice"),

@@ -20,7 +20,7 @@ def test_a_token_may_not_claim_the_pages_session(api):
 def test_an_api_client_of_alice_sees_her_pages_pause_without_its_token(api):
     pages = Client()
     pages.login(username="alice", password="alice-password")
-    pages.post("/console/new/", {"agent_id": "deploy", "query": "deploy build 9 to qa", "priority": 0})
+    pages.post("/console/new/", {"agent_id": "deploy", "query": "deploy build 9 to staging", "priority": 0})
     drain()
     pause = Pause.objects.get(state="paused")
     assert pause.identity_session == "pages"
