@@ -41,7 +41,12 @@ class PauseAdmin(ReadOnlyAdmin):
     actions = ["export_csv", "export_json"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Pause]:
-        return super().get_queryset(request).select_related("tenant", "decided_by").prefetch_related("refusals")
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("tenant", "decided_by")
+            .prefetch_related("refusals", "approvals__actor")
+        )
 
     @admin.action(description="Export the selected decision records as CSV")
     def export_csv(self, request: HttpRequest, queryset: QuerySet[Pause]) -> HttpResponse:

@@ -1,6 +1,7 @@
 """A pause's decision record, as an auditor reads it: what was asked (the tool and its
-arguments as parked), who decided what, when (to the second, in UTC) and why, and every
-refused decision with its actor. The admin exports it as CSV and JSON."""
+arguments as parked, and as edited), the policy rule that applied, every approval with its
+actor and the fingerprint of the arguments it approved, who decided what, when (to the
+second, in UTC) and why, and every refused decision with its actor. The admin exports it as CSV and JSON."""
 
 import csv
 import io
@@ -18,7 +19,9 @@ COLUMNS = [
     "cause",
     "reason",
     "tool",
+    "requested_arguments",
     "arguments",
+    "policy",
     "requested_by",
     "requested_at",
     "expires_at",
@@ -27,6 +30,7 @@ COLUMNS = [
     "decided_by",
     "decided_at",
     "decision_reason",
+    "approvals",
     "refusals",
 ]
 
@@ -37,6 +41,7 @@ def instant(moment: datetime | None) -> str:
 
 
 def pause_record(pause: Pause) -> dict[str, Any]:
+    payload = pause.payload or {}
     return {
         "pause": pause.pk,
         "tenant": pause.tenant.slug,
@@ -44,7 +49,11 @@ def pause_record(pause: Pause) -> dict[str, Any]:
         "cause": pause.cause,
         "reason": pause.reason,
         "tool": pause.tool,
-        "arguments": (pause.payload or {}).get("Args"),
+        "requested_arguments": payload.get("ArgsRequested", payload.get("Args")),
+        "arguments": payload.get("Args"),  # as approved, after any edit
+        "policy": {"version": pause.policy_version, "rule": pause.policy_rule.get("name")}
+        if pause.policy_rule
+        else None,
         "requested_by": pause.identity_user,
         "requested_at": instant(pause.created_at),
         "expires_at": instant(pause.expires_at),
@@ -53,6 +62,16 @@ def pause_record(pause: Pause) -> dict[str, Any]:
         "decided_by": pause.decided_by.username if pause.decided_by else "",
         "decided_at": instant(pause.decided_at),
         "decision_reason": pause.decision_reason,
+        "approvals": [
+            {
+                "actor": approval.actor.username,
+                "fingerprint": approval.fingerprint,
+                "arguments": approval.arguments,
+                "reason": approval.reason,
+                "at": instant(approval.created_at),
+            }
+            for approval in pause.approvals.all()
+        ],
         "refusals": [
             {
                 "actor": refusal.actor_user,

@@ -204,3 +204,25 @@ def test_an_ungoverned_gate_edited_into_production_needs_what_production_needs(a
     decide(acme, "bob", run, args={"environment": "production"})
     pause.refresh_from_db()
     assert pause.is_open and (pause.policy_rule["name"], pause.policy_version) == ("production deploys", 1)
+
+
+def test_the_decision_record_names_the_rule_each_approval_its_arguments_and_the_refusal(acme):
+    from approvals.domain.records import pause_record
+
+    run, pause = parked(acme)
+    with pytest.raises(ScopeMismatch):
+        decide(acme, "alice", run)
+    decide(acme, "bob", run, args={"environment": "staging"}, reason="staging first")
+    decide(acme, "carol", run, reason="agreed")
+    pause.refresh_from_db()
+    record = pause_record(pause)
+    assert record["policy"] == {"version": 1, "rule": "production deploys"}
+    assert record["requested_arguments"] == {"build": "7", "environment": "production"}
+    assert record["arguments"] == {"build": "7", "environment": "staging"}
+    staging = arguments_fingerprint({"build": "7", "environment": "staging"})
+    assert [(a["actor"], a["fingerprint"], a["reason"]) for a in record["approvals"]] == [
+        ("bob", staging, "staging first"),
+        ("carol", staging, "agreed"),
+    ]
+    assert all(a["at"].endswith("+00:00") for a in record["approvals"])
+    assert [(r["actor"], r["code"]) for r in record["refusals"]] == [("alice", "scope_mismatch")]
