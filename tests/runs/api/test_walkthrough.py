@@ -60,6 +60,7 @@ def test_the_protocol_walkthrough_runs_against_bin_run():
             '"reused":true',
             "\nDeployed build 42 to production.\n",
             '{"code":"already_resumed"',
+            'may not approve it (rule staging deploys)"} [HTTP 403]',  # the requester, under acme's policy
             '"Code": "constraints_conflict"',
             '"Cause": "operator"',
             '{"code":"scope_mismatch","message":"prioritize needs the admin scope"} [HTTP 403]',
