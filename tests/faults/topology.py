@@ -78,6 +78,12 @@ class Topology:
         self.start_process("redis")
         self.manage("migrate", "--noinput", "-v0")
         self.manage("harbor_demo")
+        # The faults' runs are approved by their owners with their tokens, under PROTOCOL §4's own
+        # decision rights: acme's demo policy (two release managers, never the requester) is
+        # replaced by a version with no rules.
+        no_rules = self.var / "no-rules.cedar"
+        no_rules.write_text("// No approval rules: the protocol's own decision rights.\n")
+        self.manage("harbor_policy", "load", str(no_rules), "--tenant", "acme")
         self.manage("collectstatic", "--noinput", "-v0")
         for name in [*(f"daphne{i}" for i in range(len(self.ports))), *self.workers, "beat"]:
             self.start_process(name, wait=False)
