@@ -8,16 +8,8 @@ from runs.domain.instruction_payloads import priority_check
 from runs.domain.payload import MAX_STRING
 from runs.identity.callers import Caller
 from runs.identity.scopes import can_view_run
-from runs.kernel.errors import (
-    InvalidRequest,
-    NotFound,
-    PayloadInvalid,
-    ScopeMismatch,
-)
-from runs.models import (
-    CancelPolicy,
-    Run,
-)
+from runs.kernel.errors import InvalidRequest, NotFound, PayloadInvalid, ScopeMismatch
+from runs.models import CancelPolicy, Run
 from runs.runtime.registry import agent_exists
 from runs.runtime.wake import wake_on_commit
 
